@@ -1,0 +1,147 @@
+package bundle
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"runtime"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/pyrula/caseworker/messages"
+)
+
+// newZstdEncoder returns the encoder of stored and exported blobs: the
+// default level, frame checksum on, blocks compressed on every core.
+func newZstdEncoder(w io.Writer) (*zstd.Encoder, error) {
+	return zstd.NewWriter(w,
+		zstd.WithEncoderLevel(zstd.SpeedDefault),
+		zstd.WithEncoderCRC(true),
+		zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)),
+	)
+}
+
+// WriteBlob writes the zstd blob of the canonical bytes to w: one frame
+// whose header carries the content size.
+func (c *Canonical) WriteBlob(w io.Writer) error {
+	enc, err := newZstdEncoder(nil)
+	if err != nil {
+		return fmt.Errorf("bundle: compress: %w", err)
+	}
+	enc.ResetContentSize(w, c.size)
+	if _, err := c.WriteTo(enc); err != nil {
+		enc.Close()
+		return fmt.Errorf("bundle: compress: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return fmt.Errorf("bundle: compress: %w", err)
+	}
+	return nil
+}
+
+// Blob returns a reader of the zstd blob, compressed as it is read. Closing
+// it early stops the compression.
+func (c *Canonical) Blob() io.ReadCloser {
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(c.WriteBlob(pw)) }()
+	return pr
+}
+
+// verifyingReader decompresses a stored blob and hashes what it returns.
+type verifyingReader struct {
+	blob  io.Reader
+	dec   *zstd.Decoder
+	h     hash.Hash
+	want  Hash
+	n     int64
+	limit int64
+	err   error // sticky
+}
+
+// NewVerifyingReader returns the canonical bytes of a stored zstd blob,
+// decompressing as it is read. It refuses more than MaxCanonicalSize bytes and,
+// at the end, reports bundle_corrupt instead of io.EOF when the bytes do not
+// hash to want (or the blob does not decompress). Read it to the end before
+// trusting anything it returned. An error of blob itself is returned as it
+// is, without a code.
+func NewVerifyingReader(blob io.Reader, want Hash) io.ReadCloser {
+	return &verifyingReader{blob: blob, h: newHasher(), want: want, limit: MaxCanonicalSize}
+}
+
+func (v *verifyingReader) start() error {
+	var head [4]byte
+	n, err := io.ReadFull(v.blob, head[:])
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return err
+	}
+	if !bytes.Equal(head[:n], zstdMagic) {
+		return messages.Errorf(messages.BundleCorrupt, "bundle %s: stored bytes are not a zstd frame (re-export it)", v.want.Short())
+	}
+	dec, err := newZstdDecoder(io.MultiReader(bytes.NewReader(head[:n]), sourceReader{v.blob}), v.limit)
+	if err != nil {
+		return fmt.Errorf("bundle: decompress: %w", err)
+	}
+	v.dec = dec
+	return nil
+}
+
+// Read implements io.Reader.
+func (v *verifyingReader) Read(p []byte) (int, error) {
+	if v.err != nil {
+		return 0, v.err
+	}
+	if v.dec == nil {
+		if err := v.start(); err != nil {
+			v.err = err
+			return 0, err
+		}
+	}
+	n, err := v.dec.Read(p)
+	v.h.Write(p[:n])
+	v.n += int64(n)
+	if v.n > v.limit {
+		v.err = messages.Errorf(messages.BundleCorrupt, "bundle %s decompresses to more than %d bytes", v.want.Short(), v.limit)
+		return 0, v.err
+	}
+	switch {
+	case err == io.EOF:
+		got := hashOf(v.h)
+		if subtle.ConstantTimeCompare([]byte(got), []byte(v.want)) != 1 {
+			v.err = messages.Errorf(messages.BundleCorrupt, "bundle %s: stored bytes hash to %s (re-export it)", v.want.Short(), got.Short())
+			return n, v.err
+		}
+		v.err = io.EOF
+	case err != nil:
+		var re *readError
+		if errors.As(err, &re) {
+			v.err = fmt.Errorf("bundle %s: read: %w", v.want.Short(), re.err)
+		} else {
+			v.err = messages.Errorf(messages.BundleCorrupt, "bundle %s does not decompress: %w", v.want.Short(), err)
+		}
+		return n, v.err
+	}
+	return n, nil
+}
+
+// Close implements io.Closer; it releases the decoder (not the blob).
+func (v *verifyingReader) Close() error {
+	if v.dec != nil {
+		v.dec.Close()
+	}
+	if v.err == nil {
+		v.err = errors.New("bundle: read after close")
+	}
+	return nil
+}
+
+// Verify reads a stored blob to the end and checks that it is the bundle
+// named want; it returns nil or the verifying reader's error.
+func Verify(blob io.Reader, want Hash) error {
+	r := NewVerifyingReader(blob, want)
+	defer r.Close()
+	_, err := io.Copy(io.Discard, r)
+	return err
+}

@@ -1,0 +1,293 @@
+package bundle_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/messages"
+)
+
+var goldenCases = []string{"workflow", "inputs_only", "agent"}
+
+func readFile(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func mustRead(t *testing.T, b []byte) *bundle.Canonical {
+	t.Helper()
+	c, err := bundle.Read(bytes.NewReader(b), bundle.Options{})
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	return c
+}
+
+func wantCode(t *testing.T, err error, code messages.Code) {
+	t.Helper()
+	got, ok := messages.CodeOf(err)
+	if !ok || got != code {
+		t.Fatalf("error = %v, want code %s", err, code)
+	}
+}
+
+// TestGoldenBundles checks bundles against the bytes, hash and indented
+// form that Python's json module produced (testdata/gen_bundles.py).
+func TestGoldenBundles(t *testing.T) {
+	for _, name := range goldenCases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			wantCanon := readFile(t, name+".canonical.json")
+			wantHash := strings.TrimSpace(string(readFile(t, name+".sha256")))
+			wantIndented := readFile(t, name+".indented.json")
+
+			c := mustRead(t, readFile(t, name+".input.json"))
+			if got := c.Bytes(); !bytes.Equal(got, wantCanon) {
+				t.Fatalf("canonical bytes differ from Python's:\n got %s\nwant %s", got, wantCanon)
+			}
+			if string(c.Hash()) != wantHash {
+				t.Fatalf("hash = %s, want %s", c.Hash(), wantHash)
+			}
+			if c.Size() != int64(len(wantCanon)) {
+				t.Fatalf("size = %d, want %d", c.Size(), len(wantCanon))
+			}
+			var ind bytes.Buffer
+			if err := c.WriteIndented(&ind); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(ind.Bytes(), wantIndented) {
+				t.Fatalf("indented form differs from Python's indent=2:\n got %s\nwant %s", ind.Bytes(), wantIndented)
+			}
+			// Every form reads back to the same hash.
+			for form, b := range map[string][]byte{
+				"canonical": wantCanon,
+				"indented":  ind.Bytes(),
+				"zstd":      blobOf(t, c),
+				"gzip":      gzipOf(t, wantCanon),
+				"bom":       append([]byte("\xef\xbb\xbf"), wantCanon...),
+			} {
+				if got := mustRead(t, b).Hash(); string(got) != wantHash {
+					t.Errorf("%s form: hash %s, want %s", form, got, wantHash)
+				}
+			}
+		})
+	}
+}
+
+func blobOf(t *testing.T, c *bundle.Canonical) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := c.WriteBlob(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func gzipOf(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	w.Write(b)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestSummary(t *testing.T) {
+	t.Parallel()
+	c := mustRead(t, readFile(t, "workflow.input.json"))
+	s := c.Summary()
+	if s.Format != 1 || s.Kind != bundle.KindWorkflow || s.TargetName != "checkout" ||
+		s.ForkAfterSeq == nil || *s.ForkAfterSeq != 4 || !s.Capture.Complete ||
+		s.ResultCount != 7 || s.HistoryCount != 4 {
+		t.Fatalf("summary = %+v", s)
+	}
+	if got := string(c.Manifest().Inputs); !strings.Contains(got, `"sku":"SKU-42"`) {
+		t.Fatalf("inputs = %s", got)
+	}
+	agent := mustRead(t, readFile(t, "agent.input.json")).Manifest()
+	if agent.Kind != bundle.KindAgent || len(agent.Registration.Tools) != 2 || !agent.Registration.Tools[1].Writes {
+		t.Fatalf("agent manifest = %+v", agent)
+	}
+}
+
+func TestEncodeMatchesRead(t *testing.T) {
+	t.Parallel()
+	c := mustRead(t, readFile(t, "workflow.input.json"))
+	b, err := c.Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := bundle.Encode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Hash() != c.Hash() {
+		t.Fatalf("Encode(Decode(x)) hash %s, want %s", again.Hash(), c.Hash())
+	}
+}
+
+func TestVerifyingReader(t *testing.T) {
+	t.Parallel()
+	c := mustRead(t, readFile(t, "workflow.input.json"))
+	blob := blobOf(t, c)
+
+	r := bundle.NewVerifyingReader(bytes.NewReader(blob), c.Hash())
+	got, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, c.Bytes()) {
+		t.Fatal("verified bytes differ from canonical bytes")
+	}
+
+	// A blob of other content under this name.
+	other := blobOf(t, mustRead(t, readFile(t, "agent.input.json")))
+	wantCode(t, bundle.Verify(bytes.NewReader(other), c.Hash()), messages.BundleCorrupt)
+
+	// A flipped byte anywhere in the frame: corrupt, never a panic, never success.
+	for _, i := range []int{0, 5, len(blob) / 2, len(blob) - 1} {
+		bad := bytes.Clone(blob)
+		bad[i] ^= 0x40
+		wantCode(t, bundle.Verify(bytes.NewReader(bad), c.Hash()), messages.BundleCorrupt)
+	}
+	// Truncated, empty, not zstd at all.
+	wantCode(t, bundle.Verify(bytes.NewReader(blob[:len(blob)/2]), c.Hash()), messages.BundleCorrupt)
+	wantCode(t, bundle.Verify(bytes.NewReader(nil), c.Hash()), messages.BundleCorrupt)
+	wantCode(t, bundle.Verify(bytes.NewReader(c.Bytes()), c.Hash()), messages.BundleCorrupt)
+}
+
+// TestVerifyingReaderBounded: a stored blob that decompresses past the
+// limit is refused without decompressing it all.
+func TestVerifyingReaderBounded(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	enc, _ := zstd.NewWriter(&buf)
+	zero := make([]byte, 1<<20)
+	for range (bundle.MaxCanonicalSize >> 20) + 1 {
+		enc.Write(zero)
+	}
+	enc.Close()
+	wantCode(t, bundle.Verify(bytes.NewReader(buf.Bytes()), bundle.HashBytes(nil)), messages.BundleCorrupt)
+}
+
+type failingReader struct{}
+
+func (failingReader) Read([]byte) (int, error) { return 0, errors.New("disk on fire") }
+
+func TestReadErrorsAreNotCorruption(t *testing.T) {
+	t.Parallel()
+	_, err := bundle.Read(failingReader{}, bundle.Options{})
+	if err == nil || !strings.Contains(err.Error(), "disk on fire") {
+		t.Fatalf("err = %v", err)
+	}
+	if code, ok := messages.CodeOf(err); ok {
+		t.Fatalf("an I/O error got code %s", code)
+	}
+	c := mustRead(t, readFile(t, "workflow.input.json"))
+	err = bundle.Verify(io.MultiReader(bytes.NewReader(blobOf(t, c)[:10]), failingReader{}), c.Hash())
+	if code, ok := messages.CodeOf(err); ok || err == nil {
+		t.Fatalf("an I/O error while verifying = %v (code %s)", err, code)
+	}
+}
+
+func TestTooLarge(t *testing.T) {
+	t.Parallel()
+	in := readFile(t, "workflow.input.json")
+	c := mustRead(t, in)
+	_, err := bundle.Read(bytes.NewReader(in), bundle.Options{MaxCanonicalSize: c.Size() - 1})
+	wantCode(t, err, messages.BundleTooLarge)
+	if _, err := bundle.Read(bytes.NewReader(in), bundle.Options{MaxCanonicalSize: c.Size()}); err != nil {
+		t.Fatalf("exactly at the limit: %v", err)
+	}
+	_, err = bundle.Read(bytes.NewReader(in), bundle.Options{MaxInputSize: int64(len(in)) - 1})
+	wantCode(t, err, messages.BundleTooLarge)
+
+	// A zstd bomb: a small frame whose content is over the input limit.
+	var buf bytes.Buffer
+	enc, _ := zstd.NewWriter(&buf)
+	enc.Write([]byte(`{"manifest":"`))
+	enc.Write(bytes.Repeat([]byte("a"), 4<<20))
+	enc.Close()
+	_, err = bundle.Read(bytes.NewReader(buf.Bytes()), bundle.Options{MaxInputSize: 1 << 20})
+	wantCode(t, err, messages.BundleTooLarge)
+}
+
+// TestValidation covers the refusals of DESIGN.md §4: unreadable format or
+// kind is format_unsupported, anything else malformed is bundle_corrupt.
+func TestValidation(t *testing.T) {
+	base := string(readFile(t, "workflow.canonical.json"))
+	edit := func(old, new string) string {
+		if !strings.Contains(base, old) {
+			t.Fatalf("fixture has no %q", old)
+		}
+		return strings.Replace(base, old, new, 1)
+	}
+	cases := []struct {
+		name, in string
+		code     messages.Code
+	}{
+		{"format 2", edit(`"format":1`, `"format":2`), messages.FormatUnsupported},
+		{"format string", edit(`"format":1`, `"format":"1"`), messages.FormatUnsupported},
+		{"format float", edit(`"format":1`, `"format":1.0`), messages.FormatUnsupported},
+		{"no format", edit(`"format":1,`, ``), messages.FormatUnsupported},
+		{"kind robot", edit(`"kind":"workflow"`, `"kind":"robot"`), messages.FormatUnsupported},
+		{"not json", `{"manifest":`, messages.BundleCorrupt},
+		{"garbage", "\x00\x01hello", messages.BundleCorrupt},
+		{"empty", ``, messages.BundleCorrupt},
+		{"array", `[]`, messages.BundleCorrupt},
+		{"extra top key", edit(`{"history"`, `{"extra":1,"history"`), messages.BundleCorrupt},
+		{"duplicate top key", edit(`{"history":[`, `{"results":[],"history":[`), messages.BundleCorrupt},
+		{"missing results", strings.Split(base, `,"results":`)[0] + "}", messages.BundleCorrupt},
+		{"no target", edit(`,"target_name":"checkout"`, ``), messages.BundleCorrupt},
+		{"target number", edit(`"target_name":"checkout"`, `"target_name":7`), messages.BundleCorrupt},
+		{"inputs array", edit(`"inputs":{`, `"inputs":[{`), messages.BundleCorrupt},
+		{"fork string", edit(`"fork_after_seq":4`, `"fork_after_seq":"4"`), messages.BundleCorrupt},
+		{"history beyond fork", edit(`"fork_after_seq":4`, `"fork_after_seq":3`), messages.BundleCorrupt},
+		{"history out of order", edit(`"run_seq":2`, `"run_seq":7`), messages.BundleCorrupt},
+		{"history terminal", edit(`"kind":"call:done","run_seq":4`, `"kind":"run:complete","run_seq":4`), messages.BundleCorrupt},
+		{"history not object", edit(`{"history":[`, `{"history":[1,`), messages.BundleCorrupt},
+		{"result both", edit(`"result":null`, `"result":null,"error":null`), messages.BundleCorrupt},
+		{"result neither", edit(`,"result":null`, ``), messages.BundleCorrupt},
+		{"bad fingerprint", edit(`"fingerprint":"0000000000000000000000000000000000000000000000000000000000000001","key":"1"`, `"fingerprint":"X000000000000000000000000000000000000000000000000000000000000001","key":"1"`), messages.BundleCorrupt},
+		{"duplicate result", edit(`"key":"9"`, `"key":"10"`), messages.BundleCorrupt},
+		{"duplicate json key", edit(`"sku":"SKU-42"`, `"sku":"SKU-42","sku":"x"`), messages.BundleCorrupt},
+		{"invalid utf8", edit(`SKU-42`, "SKU-\xff"), messages.BundleCorrupt},
+		{"nan", edit(`"result":0.1`, `"result":NaN`), messages.BundleCorrupt},
+		{"trailing", base + `{}`, messages.BundleCorrupt},
+		{"capture missing not array", edit(`"missing":[]`, `"missing":{}`), messages.BundleCorrupt},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := bundle.Read(strings.NewReader(tc.in), bundle.Options{})
+			wantCode(t, err, tc.code)
+		})
+	}
+}
+
+func TestParseHash(t *testing.T) {
+	t.Parallel()
+	good := strings.Repeat("ab", 32)
+	if h, err := bundle.ParseHash(good); err != nil || string(h) != good {
+		t.Fatalf("ParseHash(good) = %q, %v", h, err)
+	}
+	for _, bad := range []string{"", "abc", strings.ToUpper(good), good + "0", good[:63] + "g", " " + good[1:]} {
+		_, err := bundle.ParseHash(bad)
+		wantCode(t, err, messages.InvalidFixtureHash)
+	}
+}

@@ -1,0 +1,35 @@
+package bundle
+
+// Limits of DESIGN.md §4.
+const (
+	// MaxCanonicalSize is the largest canonical bundle accepted at save and
+	// import, and the most a stored blob may decompress to.
+	MaxCanonicalSize int64 = 512 << 20
+	// MaxInputSize bounds the decompressed bytes read from an imported file
+	// (an indented export is larger than its canonical form).
+	MaxInputSize int64 = 2 << 30
+)
+
+// Options tune Read; zero fields take the defaults.
+type Options struct {
+	// MaxCanonicalSize overrides the 512 MiB limit (tests use small limits).
+	MaxCanonicalSize int64
+	// MaxInputSize overrides the decompressed input limit.
+	MaxInputSize int64
+	// SizeHint is the expected canonical size, used to size buffers.
+	SizeHint int64
+}
+
+func (o Options) maxCanonical() int64 {
+	if o.MaxCanonicalSize > 0 {
+		return o.MaxCanonicalSize
+	}
+	return MaxCanonicalSize
+}
+
+func (o Options) maxInput() int64 {
+	if o.MaxInputSize > 0 {
+		return o.MaxInputSize
+	}
+	return MaxInputSize
+}

@@ -1,0 +1,463 @@
+package bundle
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/pyrula/caseworker/bundle/canonjson"
+	"github.com/pyrula/caseworker/messages"
+)
+
+// Canonical is a validated bundle held in canonical form, with its hash.
+// Its bytes live in one buffer; Segments lists the pieces in canonical
+// order, so that results sorted at read time need no second copy.
+type Canonical struct {
+	hash     Hash
+	size     int64
+	manifest Manifest
+	summary  Summary
+	segments [][]byte
+	encoding Encoding
+}
+
+// Hash returns the bundle's name.
+func (c *Canonical) Hash() Hash { return c.hash }
+
+// Size returns the length of the canonical bytes.
+func (c *Canonical) Size() int64 { return c.size }
+
+// Manifest returns the decoded manifest.
+func (c *Canonical) Manifest() Manifest { return c.manifest }
+
+// Summary returns the manifest_summary printed by save and import.
+func (c *Canonical) Summary() Summary { return c.summary }
+
+// Encoding says how the input Read was given was encoded.
+func (c *Canonical) Encoding() Encoding { return c.encoding }
+
+// WriteTo writes the canonical bytes to w.
+func (c *Canonical) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	for _, s := range c.segments {
+		m, err := w.Write(s)
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// Bytes returns the canonical bytes as one new slice.
+func (c *Canonical) Bytes() []byte {
+	buf := bytes.NewBuffer(make([]byte, 0, c.size))
+	c.WriteTo(buf)
+	return buf.Bytes()
+}
+
+// Decode returns the whole bundle in Go types (for show).
+func (c *Canonical) Decode() (*Bundle, error) {
+	var b Bundle
+	if err := json.Unmarshal(c.Bytes(), &b); err != nil {
+		return nil, corrupt("decode", err)
+	}
+	return &b, nil
+}
+
+// Encode canonicalises and validates a bundle built in Go types. Nil slices
+// and raw values are written as empty arrays and objects.
+func Encode(b *Bundle) (*Canonical, error) {
+	c := *b
+	if c.History == nil {
+		c.History = []json.RawMessage{}
+	}
+	if c.Results == nil {
+		c.Results = []Result{}
+	}
+	m := &c.Manifest
+	if m.Capture.Missing == nil {
+		m.Capture.Missing = []json.RawMessage{}
+	}
+	if m.Registration.Tools == nil {
+		m.Registration.Tools = []Tool{}
+	}
+	if m.Registration.Steps == nil {
+		m.Registration.Steps = []Step{}
+	}
+	if len(m.RecordedConfig) == 0 {
+		m.RecordedConfig = json.RawMessage("{}")
+	}
+	if len(m.Inputs) == 0 {
+		m.Inputs = json.RawMessage("{}")
+	}
+	raw, err := json.Marshal(&c)
+	if err != nil {
+		return nil, fmt.Errorf("bundle: encode: %w", err)
+	}
+	return Read(bytes.NewReader(raw), Options{SizeHint: int64(len(raw))})
+}
+
+// Read reads a bundle in any accepted encoding (a zstd frame, a gzip stream or
+// plain JSON with an optional UTF-8 byte-order mark, told apart by their first
+// bytes), validates it and returns its canonical form. Errors carry reason
+// codes: bundle_corrupt (undecodable or malformed), format_unsupported
+// (unknown format or kind), bundle_too_large (over the limit). An error of r
+// itself is returned wrapped, without a code.
+func Read(r io.Reader, opts Options) (*Canonical, error) {
+	in, err := decodeInput(r, opts.maxInput())
+	if err != nil {
+		return nil, classify(err, opts)
+	}
+	defer in.close()
+	hint := cmp.Or(opts.SizeHint, in.hint)
+	c, err := readCanonical(in, opts.maxCanonical(), hint)
+	if err != nil {
+		return nil, classify(err, opts)
+	}
+	c.encoding = in.encoding
+	return c, nil
+}
+
+// classify turns the errors met while reading into reason codes.
+func classify(err error, opts Options) error {
+	var (
+		re  *readError
+		lim *errLimit
+	)
+	switch {
+	case messages.AsError(err) != nil:
+		return err
+	case errors.As(err, &re):
+		return fmt.Errorf("bundle: read: %w", re.err)
+	case errors.As(err, &lim), errors.Is(err, zstd.ErrWindowSizeExceeded), errors.Is(err, zstd.ErrDecoderSizeExceeded):
+		return messages.Errorf(messages.BundleTooLarge,
+			"the decompressed input is over %d bytes", opts.maxInput())
+	case errors.Is(err, canonjson.ErrTooLarge):
+		return messages.Errorf(messages.BundleTooLarge,
+			"the canonical bundle is over %d bytes (%d MiB)", opts.maxCanonical(), opts.maxCanonical()>>20)
+	case errors.Is(err, canonjson.ErrInvalid):
+		return corrupt("not valid JSON", err)
+	}
+	return corrupt("cannot decompress", err)
+}
+
+// resultEntry locates one results element in the buffer.
+type resultEntry struct {
+	start, end int
+	kind, key  string
+}
+
+// reader holds the state of one Read.
+type reader struct {
+	dec *canonjson.Decoder
+	buf []byte
+
+	manifest       map[string][]byte // member name → canonical value (inputs excluded)
+	inputsSeen     bool
+	inputsIsObject bool
+	inputs         []byte
+	manStart       int
+	manEnd         int
+
+	histStart, histEnd int
+	history            []historyEntry
+
+	results          []resultEntry
+	resStart, resEnd int
+	resultsSorted    bool
+
+	maxCanonical int64
+	topSeen      map[string]bool
+}
+
+type historyEntry struct {
+	runSeq    []byte
+	kind      []byte
+	hasRunSeq bool
+	hasKind   bool
+}
+
+type resultFields struct {
+	kind, key, fingerprint []byte
+	hasKind, hasKey        bool
+	hasFingerprint         bool
+	hasResult, hasError    bool
+}
+
+func readCanonical(in io.Reader, maxCanonical, hint int64) (*Canonical, error) {
+	r := &reader{
+		dec:          canonjson.NewDecoder(in),
+		maxCanonical: maxCanonical,
+		topSeen:      map[string]bool{},
+		manifest:     map[string][]byte{},
+	}
+	r.dec.SetMaxOutput(maxCanonical)
+	if hint > 0 {
+		r.buf = make([]byte, 0, min(hint+hint/64+4096, maxCanonical+1))
+	}
+	if err := r.readTop(); err != nil {
+		return nil, err
+	}
+	return r.finish()
+}
+
+func (r *reader) readTop() error {
+	if r.dec.PeekKind() != '{' {
+		if _, err := r.dec.AppendValue(nil); err != nil {
+			return err
+		}
+		return corrupt("a bundle is a JSON object with manifest, history and results", nil)
+	}
+	if err := r.dec.ReadDelim('{'); err != nil {
+		return err
+	}
+	for r.dec.PeekKind() != '}' {
+		name, err := r.dec.ReadName()
+		if err != nil {
+			return err
+		}
+		key := string(name)
+		r.topSeen[key] = true
+		switch key {
+		case "manifest":
+			err = r.readManifest()
+		case "history":
+			err = r.readArray("history", r.readHistoryEvent, &r.histStart, &r.histEnd)
+		case "results":
+			r.resultsSorted = true
+			err = r.readArray("results", r.readResult, &r.resStart, &r.resEnd)
+		default:
+			return corrupt(fmt.Sprintf("unknown top-level key %q (format 1 has manifest, history and results)", truncate(key, 40)), nil)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := r.dec.ReadDelim('}'); err != nil {
+		return err
+	}
+	return r.dec.CheckEOF()
+}
+
+func (r *reader) readManifest() error {
+	if r.dec.PeekKind() != '{' {
+		return r.wrongType("manifest", "an object")
+	}
+	r.manStart = len(r.buf)
+	var err error
+	r.buf, err = r.dec.AppendObject(r.buf, func(name, value []byte) error {
+		if string(name) == "inputs" {
+			r.inputsSeen = true
+			r.inputsIsObject = value[0] == '{'
+			r.inputs = bytes.Clone(value)
+			return nil
+		}
+		r.manifest[string(name)] = bytes.Clone(value)
+		return nil
+	})
+	r.manEnd = len(r.buf)
+	return err
+}
+
+// readArray reads the array under a top-level key, calling element for each
+// element; the elements are appended to the buffer separated by commas,
+// without brackets, between *start and *end.
+func (r *reader) readArray(what string, element func() error, start, end *int) error {
+	if r.dec.PeekKind() != '[' {
+		return r.wrongType(what, "an array")
+	}
+	if err := r.dec.ReadDelim('['); err != nil {
+		return err
+	}
+	*start = len(r.buf)
+	for i := 0; r.dec.PeekKind() != ']'; i++ {
+		if i > 0 {
+			r.buf = append(r.buf, ',')
+		}
+		if r.dec.PeekKind() != '{' {
+			return r.wrongType(fmt.Sprintf("%s[%d]", what, i), "an object")
+		}
+		if err := element(); err != nil {
+			return err
+		}
+	}
+	*end = len(r.buf)
+	return r.dec.ReadDelim(']')
+}
+
+// wrongType reads the offending value (to report a syntax error first, if
+// any) and returns bundle_corrupt.
+func (r *reader) wrongType(what, want string) error {
+	if _, err := r.dec.AppendValue(nil); err != nil {
+		return err
+	}
+	return corrupt(fmt.Sprintf("%s is not %s", what, want), nil)
+}
+
+func (r *reader) readHistoryEvent() error {
+	e := historyEntry{}
+	var err error
+	r.buf, err = r.dec.AppendObject(r.buf, func(name, value []byte) error {
+		switch string(name) {
+		case "run_seq":
+			e.runSeq, e.hasRunSeq = bytes.Clone(value), true
+		case "kind":
+			e.kind, e.hasKind = bytes.Clone(value), true
+		}
+		return nil
+	})
+	r.history = append(r.history, e)
+	return err
+}
+
+func (r *reader) readResult() error {
+	f := resultFields{}
+	start := len(r.buf)
+	var err error
+	r.buf, err = r.dec.AppendObject(r.buf, func(name, value []byte) error {
+		switch string(name) {
+		case "kind":
+			f.kind, f.hasKind = bytes.Clone(value), true
+		case "key":
+			f.key, f.hasKey = bytes.Clone(value), true
+		case "fingerprint":
+			f.fingerprint, f.hasFingerprint = bytes.Clone(value), true
+		case "result":
+			f.hasResult = true
+		case "error":
+			f.hasError = true
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	i := len(r.results)
+	where := func() string { return fmt.Sprintf("results[%d]", i) }
+	kind, ok := stringValue(f.kind)
+	if !f.hasKind || !ok || kind == "" {
+		return corrupt(where()+": kind is missing or not a non-empty string", nil)
+	}
+	key, ok := stringValue(f.key)
+	if !f.hasKey || !ok {
+		return corrupt(where()+": key is missing or not a string", nil)
+	}
+	fp, ok := stringValue(f.fingerprint)
+	if !f.hasFingerprint || !ok || !ValidHash(fp) {
+		return corrupt(where()+": fingerprint is missing or not 64 lowercase hex characters", nil)
+	}
+	if f.hasResult == f.hasError {
+		return corrupt(where()+": a result has exactly one of result and error", nil)
+	}
+	e := resultEntry{start: start, end: len(r.buf), kind: kind, key: key}
+	if i > 0 && compareResults(r.results[i-1], e) >= 0 {
+		r.resultsSorted = false
+	}
+	r.results = append(r.results, e)
+	return nil
+}
+
+func compareResults(a, b resultEntry) int {
+	return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.key, b.key))
+}
+
+// stringValue decodes a canonical JSON string value.
+func stringValue(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		return string(v[1 : len(v)-1]), true
+	}
+	s, err := jsontext.AppendUnquote(nil, v)
+	if err != nil {
+		return "", false
+	}
+	return string(s), true
+}
+
+// finish validates what was read and assembles the canonical segments.
+func (r *reader) finish() (*Canonical, error) {
+	for _, k := range []string{"manifest", "history", "results"} {
+		if !r.topSeen[k] {
+			return nil, corrupt(fmt.Sprintf("the bundle has no %s", k), nil)
+		}
+	}
+	man, err := r.decodeManifest()
+	if err != nil {
+		return nil, err
+	}
+	if err := r.validateHistory(man.ForkAfterSeq); err != nil {
+		return nil, err
+	}
+	if man.ForkAfterSeq == nil && len(r.results) > 0 {
+		return nil, corrupt("results must be empty when fork_after_seq is null", nil)
+	}
+	segs := r.assemble()
+	if err := r.checkDuplicates(); err != nil {
+		return nil, err
+	}
+	c := &Canonical{manifest: *man, segments: segs}
+	h := newHasher()
+	for _, s := range segs {
+		c.size += int64(len(s))
+		h.Write(s)
+	}
+	if c.size > r.maxCanonical {
+		return nil, canonjson.ErrTooLarge
+	}
+	c.hash = hashOf(h)
+	c.summary = Summary{
+		Format:       man.Format,
+		Kind:         man.Kind,
+		TargetName:   man.TargetName,
+		ForkAfterSeq: man.ForkAfterSeq,
+		Capture:      man.Capture,
+		ResultCount:  len(r.results),
+		HistoryCount: len(r.history),
+	}
+	return c, nil
+}
+
+// assemble returns the canonical bytes as segments of the buffer:
+// {"history":[…],"manifest":{…},"results":[…]} with results sorted by
+// (kind, key).
+func (r *reader) assemble() [][]byte {
+	segs := [][]byte{
+		[]byte(`{"history":[`), r.buf[r.histStart:r.histEnd],
+		[]byte(`],"manifest":`), r.buf[r.manStart:r.manEnd],
+		[]byte(`,"results":[`),
+	}
+	if r.resultsSorted {
+		segs = append(segs, r.buf[r.resStart:r.resEnd])
+	} else {
+		slices.SortFunc(r.results, compareResults)
+		comma := []byte(",")
+		for i, e := range r.results {
+			if i > 0 {
+				segs = append(segs, comma)
+			}
+			segs = append(segs, r.buf[e.start:e.end])
+		}
+	}
+	return append(segs, []byte(`]}`))
+}
+
+// checkDuplicates refuses two results with the same (kind, key); results
+// are sorted by now.
+func (r *reader) checkDuplicates() error {
+	for i := 1; i < len(r.results); i++ {
+		if compareResults(r.results[i-1], r.results[i]) == 0 {
+			return corrupt(fmt.Sprintf("two results for %s:%s", r.results[i].kind, truncate(r.results[i].key, 80)), nil)
+		}
+	}
+	return nil
+}
