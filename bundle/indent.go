@@ -12,7 +12,7 @@ import (
 func (c *Canonical) WriteIndented(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	ind := &indenter{w: bw}
-	for _, s := range c.segments {
+	for s := range c.segments() {
 		ind.write(s)
 	}
 	bw.WriteByte('\n')

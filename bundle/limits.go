@@ -20,9 +20,11 @@ type Options struct {
 	SizeHint int64
 }
 
+// maxCanonical is the canonical size limit; it never passes 2 GiB, so that
+// offsets into the buffer fit in 32 bits.
 func (o Options) maxCanonical() int64 {
 	if o.MaxCanonicalSize > 0 {
-		return o.MaxCanonicalSize
+		return min(o.MaxCanonicalSize, 2<<30)
 	}
 	return MaxCanonicalSize
 }

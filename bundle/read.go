@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"iter"
 	"slices"
+	"strconv"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/klauspost/compress/zstd"
@@ -24,8 +27,45 @@ type Canonical struct {
 	size     int64
 	manifest Manifest
 	summary  Summary
-	segments [][]byte
 	encoding Encoding
+
+	// The canonical bytes are head, then the results (one region of buf, or
+	// each result's region in sorted order, comma-separated), then tail.
+	buf     []byte
+	head    [][]byte
+	region  []byte        // results in order already, or nil
+	results []resultEntry // sorted, when region is nil
+}
+
+var (
+	comma = []byte(",")
+	tail  = []byte("]}")
+)
+
+// segments yields the canonical bytes in order, as slices of the buffer.
+func (c *Canonical) segments() iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		for _, s := range c.head {
+			if !yield(s) {
+				return
+			}
+		}
+		if c.region != nil {
+			if !yield(c.region) {
+				return
+			}
+		} else {
+			for i, e := range c.results {
+				if i > 0 && !yield(comma) {
+					return
+				}
+				if !yield(c.buf[e.start:e.end]) {
+					return
+				}
+			}
+		}
+		yield(tail)
+	}
 }
 
 // Hash returns the bundle's name.
@@ -46,7 +86,7 @@ func (c *Canonical) Encoding() Encoding { return c.encoding }
 // WriteTo writes the canonical bytes to w.
 func (c *Canonical) WriteTo(w io.Writer) (int64, error) {
 	var n int64
-	for _, s := range c.segments {
+	for s := range c.segments() {
 		m, err := w.Write(s)
 		n += int64(m)
 		if err != nil {
@@ -112,18 +152,36 @@ func Encode(b *Bundle) (*Canonical, error) {
 // (unknown format or kind), bundle_too_large (over the limit). An error of r
 // itself is returned wrapped, without a code.
 func Read(r io.Reader, opts Options) (*Canonical, error) {
+	length := lengthOf(r)
 	in, err := decodeInput(r, opts.maxInput())
 	if err != nil {
 		return nil, classify(err, opts)
 	}
 	defer in.close()
 	hint := cmp.Or(opts.SizeHint, in.hint)
+	if hint == 0 && in.encoding == EncodingPlain {
+		hint = length
+	}
 	c, err := readCanonical(in, opts.maxCanonical(), hint)
 	if err != nil {
 		return nil, classify(err, opts)
 	}
 	c.encoding = in.encoding
 	return c, nil
+}
+
+// lengthOf returns the number of bytes left in r when r can tell it
+// cheaply (a bytes or strings reader, a regular file), else 0.
+func lengthOf(r io.Reader) int64 {
+	switch v := r.(type) {
+	case interface{ Len() int }:
+		return int64(v.Len())
+	case interface{ Stat() (fs.FileInfo, error) }:
+		if st, err := v.Stat(); err == nil && st.Mode().IsRegular() {
+			return st.Size()
+		}
+	}
+	return 0
 }
 
 // classify turns the errors met while reading into reason codes.
@@ -151,7 +209,7 @@ func classify(err error, opts Options) error {
 
 // resultEntry locates one results element in the buffer.
 type resultEntry struct {
-	start, end int
+	start, end uint32 // the buffer never passes MaxCanonicalSize (+ slack)
 	kind, key  string
 }
 
@@ -173,23 +231,28 @@ type reader struct {
 	results          []resultEntry
 	resStart, resEnd int
 	resultsSorted    bool
+	kinds            map[string]string // canonical kind → decoded, interned
 
 	maxCanonical int64
 	topSeen      map[string]bool
 }
 
+// historyEntry is what validation needs of one history event.
 type historyEntry struct {
-	runSeq    []byte
-	kind      []byte
+	runSeq    int64
+	runSeqErr error
 	hasRunSeq bool
 	hasKind   bool
+	kindOK    bool // a non-empty string
+	terminal  bool
 }
 
+// resultFields is what validation and sorting need of one result.
 type resultFields struct {
-	kind, key, fingerprint []byte
-	hasKind, hasKey        bool
-	hasFingerprint         bool
-	hasResult, hasError    bool
+	kind, key           string
+	kindOK, keyOK       bool
+	fingerprintOK       bool
+	hasResult, hasError bool
 }
 
 func readCanonical(in io.Reader, maxCanonical, hint int64) (*Canonical, error) {
@@ -308,9 +371,13 @@ func (r *reader) readHistoryEvent() error {
 	r.buf, err = r.dec.AppendObject(r.buf, func(name, value []byte) error {
 		switch string(name) {
 		case "run_seq":
-			e.runSeq, e.hasRunSeq = bytes.Clone(value), true
+			e.hasRunSeq = true
+			e.runSeq, e.runSeqErr = strconv.ParseInt(string(value), 10, 64)
 		case "kind":
-			e.kind, e.hasKind = bytes.Clone(value), true
+			e.hasKind = true
+			kind, ok := stringValue(value)
+			e.kindOK = ok && kind != ""
+			e.terminal = terminalKinds[kind]
 		}
 		return nil
 	})
@@ -319,17 +386,17 @@ func (r *reader) readHistoryEvent() error {
 }
 
 func (r *reader) readResult() error {
-	f := resultFields{}
+	var f resultFields
 	start := len(r.buf)
 	var err error
 	r.buf, err = r.dec.AppendObject(r.buf, func(name, value []byte) error {
 		switch string(name) {
 		case "kind":
-			f.kind, f.hasKind = bytes.Clone(value), true
+			f.kind, f.kindOK = r.internKind(value)
 		case "key":
-			f.key, f.hasKey = bytes.Clone(value), true
+			f.key, f.keyOK = stringValue(value)
 		case "fingerprint":
-			f.fingerprint, f.hasFingerprint = bytes.Clone(value), true
+			f.fingerprintOK = len(value) == 66 && value[0] == '"' && ValidHash(string(value[1:65]))
 		case "result":
 			f.hasResult = true
 		case "error":
@@ -342,27 +409,38 @@ func (r *reader) readResult() error {
 	}
 	i := len(r.results)
 	where := func() string { return fmt.Sprintf("results[%d]", i) }
-	kind, ok := stringValue(f.kind)
-	if !f.hasKind || !ok || kind == "" {
+	switch {
+	case !f.kindOK || f.kind == "":
 		return corrupt(where()+": kind is missing or not a non-empty string", nil)
-	}
-	key, ok := stringValue(f.key)
-	if !f.hasKey || !ok {
+	case !f.keyOK:
 		return corrupt(where()+": key is missing or not a string", nil)
-	}
-	fp, ok := stringValue(f.fingerprint)
-	if !f.hasFingerprint || !ok || !ValidHash(fp) {
+	case !f.fingerprintOK:
 		return corrupt(where()+": fingerprint is missing or not 64 lowercase hex characters", nil)
-	}
-	if f.hasResult == f.hasError {
+	case f.hasResult == f.hasError:
 		return corrupt(where()+": a result has exactly one of result and error", nil)
 	}
-	e := resultEntry{start: start, end: len(r.buf), kind: kind, key: key}
+	e := resultEntry{start: uint32(start), end: uint32(len(r.buf)), kind: f.kind, key: f.key}
 	if i > 0 && compareResults(r.results[i-1], e) >= 0 {
 		r.resultsSorted = false
 	}
 	r.results = append(r.results, e)
 	return nil
+}
+
+// internKind decodes a result's kind, sharing one string per distinct kind.
+func (r *reader) internKind(v []byte) (string, bool) {
+	if k, ok := r.kinds[string(v)]; ok {
+		return k, true
+	}
+	k, ok := stringValue(v)
+	if !ok {
+		return "", false
+	}
+	if r.kinds == nil {
+		r.kinds = map[string]string{}
+	}
+	r.kinds[string(v)] = k
+	return k, true
 }
 
 func compareResults(a, b resultEntry) int {
@@ -401,13 +479,13 @@ func (r *reader) finish() (*Canonical, error) {
 	if man.ForkAfterSeq == nil && len(r.results) > 0 {
 		return nil, corrupt("results must be empty when fork_after_seq is null", nil)
 	}
-	segs := r.assemble()
+	c := r.assemble()
 	if err := r.checkDuplicates(); err != nil {
 		return nil, err
 	}
-	c := &Canonical{manifest: *man, segments: segs}
+	c.manifest = *man
 	h := newHasher()
-	for _, s := range segs {
+	for s := range c.segments() {
 		c.size += int64(len(s))
 		h.Write(s)
 	}
@@ -427,28 +505,25 @@ func (r *reader) finish() (*Canonical, error) {
 	return c, nil
 }
 
-// assemble returns the canonical bytes as segments of the buffer:
+// assemble lays out the canonical bytes:
 // {"history":[…],"manifest":{…},"results":[…]} with results sorted by
-// (kind, key).
-func (r *reader) assemble() [][]byte {
-	segs := [][]byte{
-		[]byte(`{"history":[`), r.buf[r.histStart:r.histEnd],
-		[]byte(`],"manifest":`), r.buf[r.manStart:r.manEnd],
-		[]byte(`,"results":[`),
+// (kind, key), as pieces of the buffer.
+func (r *reader) assemble() *Canonical {
+	c := &Canonical{
+		buf: r.buf,
+		head: [][]byte{
+			[]byte(`{"history":[`), r.buf[r.histStart:r.histEnd],
+			[]byte(`],"manifest":`), r.buf[r.manStart:r.manEnd],
+			[]byte(`,"results":[`),
+		},
 	}
 	if r.resultsSorted {
-		segs = append(segs, r.buf[r.resStart:r.resEnd])
+		c.region = r.buf[r.resStart:r.resEnd]
 	} else {
 		slices.SortFunc(r.results, compareResults)
-		comma := []byte(",")
-		for i, e := range r.results {
-			if i > 0 {
-				segs = append(segs, comma)
-			}
-			segs = append(segs, r.buf[e.start:e.end])
-		}
+		c.results = r.results
 	}
-	return append(segs, []byte(`]}`))
+	return c
 }
 
 // checkDuplicates refuses two results with the same (kind, key); results

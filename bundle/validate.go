@@ -102,27 +102,21 @@ func (r *reader) validateHistory(fork *int64) error {
 	var prev int64
 	for i, e := range r.history {
 		where := fmt.Sprintf("history[%d]", i)
-		if !e.hasRunSeq {
+		switch {
+		case !e.hasRunSeq:
 			return corrupt(where+" has no run_seq", nil)
-		}
-		seq, err := strconv.ParseInt(string(e.runSeq), 10, 64)
-		if err != nil || seq < 1 {
+		case e.runSeqErr != nil || e.runSeq < 1:
 			return corrupt(where+": run_seq is not a positive integer", nil)
-		}
-		if seq <= prev {
-			return corrupt(fmt.Sprintf("%s: run_seq %d is not after %d (history is in run_seq order)", where, seq, prev), nil)
-		}
-		if seq > *fork {
-			return corrupt(fmt.Sprintf("%s: run_seq %d is after fork_after_seq %d", where, seq, *fork), nil)
-		}
-		prev = seq
-		kind, ok := stringValue(e.kind)
-		if !e.hasKind || !ok || kind == "" {
+		case e.runSeq <= prev:
+			return corrupt(fmt.Sprintf("%s: run_seq %d is not after %d (history is in run_seq order)", where, e.runSeq, prev), nil)
+		case e.runSeq > *fork:
+			return corrupt(fmt.Sprintf("%s: run_seq %d is after fork_after_seq %d", where, e.runSeq, *fork), nil)
+		case !e.hasKind || !e.kindOK:
 			return corrupt(where+": kind is missing or not a non-empty string", nil)
+		case e.terminal:
+			return corrupt(where+": a terminal event (run:complete, run:error, run:cancelled) is never kept in a bundle", nil)
 		}
-		if terminalKinds[kind] {
-			return corrupt(fmt.Sprintf("%s: terminal kind %s is never kept in a bundle", where, kind), nil)
-		}
+		prev = e.runSeq
 	}
 	return nil
 }

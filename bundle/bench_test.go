@@ -1,0 +1,314 @@
+package bundle_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/pyrula/caseworker/bundle"
+)
+
+// The benchmarks of issue 2 and DESIGN.md §13. Run them with
+//
+//	go test -run '^$' -bench . -benchtime 3x ./bundle/
+//
+// Each reports MB/s (of canonical bytes) and peak-x: the peak live heap
+// above the baseline, as a multiple of the canonical bundle size.
+// BenchmarkImportVsPython also runs Python's reference canonicaliser on the
+// same file as the anchor of the 5× target (skipped without python3).
+
+var benchSizes = []int{1 << 20, 16 << 20, 128 << 20}
+
+// genBundle writes a plain-JSON bundle of about size bytes: a workflow run
+// with history events and results of varied JSON (strings with non-ASCII
+// and escapes, floats, big integers, nested objects), in unsorted order.
+func genBundle(size int) []byte {
+	rng := rand.New(rand.NewPCG(1, uint64(size)))
+	var b bytes.Buffer
+	b.Grow(size + 4096)
+	fp := strings.Repeat("ab", 32)
+	b.WriteString(`{"results":[`)
+	for i := 0; b.Len() < size*9/10; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"kind":"step","key":"fetch_%d:%d","fingerprint":"%s","result":{"id":%d,"score":%s,"big":%d%d,"name":"Grüße \"%d\"\n","tags":["a","b\u00e9","c"],"nested":{"z":%t,"a":null,"m":[%s,%s]},"text":"%s"}}`,
+			rng.IntN(1000), i, fp, i, strconv.FormatFloat(rng.Float64()*1e6, 'g', -1, 64),
+			rng.Uint64(), rng.Uint64(), i, i%2 == 0,
+			strconv.FormatFloat(rng.NormFloat64(), 'g', -1, 64), strconv.FormatFloat(rng.ExpFloat64()*1e-7, 'g', -1, 64),
+			strings.Repeat("lorem ipsum dolor sit amet ", 1+rng.IntN(12)))
+	}
+	b.WriteString(`],"history":[`)
+	seq := 0
+	for b.Len() < size {
+		if seq > 0 {
+			b.WriteByte(',')
+		}
+		seq++
+		fmt.Fprintf(&b, `{"run_seq":%d,"kind":"call:done","at":"2026-11-30T10:00:00Z","call":{"kind":"step","key":"s:%d","fingerprint":"%s","effect":"read"}}`, seq, seq, fp)
+	}
+	fmt.Fprintf(&b, `],"manifest":{"format":1,"kind":"workflow","target_name":"bench","code_version":"v1","registration":{"tools":[],"steps":[]},"recorded_config":{},"pyrula_version":"0.1.0","source":{"run_id":"r","namespace":"pyrula","origin":"valkey"},"fork_after_seq":%d,"capture":{"complete":true,"missing":[]},"inputs":{"n":1}}}`, seq)
+	return b.Bytes()
+}
+
+var (
+	genOnce  sync.Map // size → []byte
+	heapLive = "/memory/classes/heap/objects:bytes"
+)
+
+func benchInput(size int) []byte {
+	if v, ok := genOnce.Load(size); ok {
+		return v.([]byte)
+	}
+	b := genBundle(size)
+	genOnce.Store(size, b)
+	return b
+}
+
+// peakSampler records the peak live heap while it runs.
+type peakSampler struct {
+	base, peak atomic.Uint64
+	stop       chan struct{}
+	done       chan struct{}
+}
+
+func heapNow() uint64 {
+	s := []metrics.Sample{{Name: heapLive}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+func startPeak() *peakSampler {
+	runtime.GC()
+	p := &peakSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	p.base.Store(heapNow())
+	go func() {
+		defer close(p.done)
+		t := time.NewTicker(500 * time.Microsecond)
+		defer t.Stop()
+		for {
+			if h := heapNow(); h > p.peak.Load() {
+				p.peak.Store(h)
+			}
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return p
+}
+
+// ratio stops the sampler and returns the peak above the baseline as a
+// multiple of size.
+func (p *peakSampler) ratio(size int64) float64 {
+	close(p.stop)
+	<-p.done
+	if h := heapNow(); h > p.peak.Load() {
+		p.peak.Store(h)
+	}
+	above := float64(p.peak.Load()) - float64(p.base.Load())
+	return max(above, 0) / float64(size)
+}
+
+func sizeName(n int) string { return fmt.Sprintf("%dMiB", n>>20) }
+
+// BenchmarkCanonicalizeHash: Read (detect, canonicalise, validate, sort,
+// hash) of a plain-JSON bundle.
+func BenchmarkCanonicalizeHash(b *testing.B) {
+	for _, size := range benchSizes {
+		b.Run(sizeName(size), func(b *testing.B) {
+			in := benchInput(size)
+			c, err := bundle.Read(bytes.NewReader(in), bundle.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(c.Size())
+			c = nil
+			var worst float64
+			b.ResetTimer()
+			for range b.N {
+				p := startPeak()
+				c, err := bundle.Read(bytes.NewReader(in), bundle.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				worst = max(worst, p.ratio(c.Size()))
+			}
+			b.ReportMetric(worst, "peak-x")
+		})
+	}
+}
+
+// BenchmarkCompress: the zstd blob of a canonical bundle.
+func BenchmarkCompress(b *testing.B) {
+	for _, size := range benchSizes {
+		b.Run(sizeName(size), func(b *testing.B) {
+			c, err := bundle.Read(bytes.NewReader(benchInput(size)), bundle.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(c.Size())
+			var worst, ratio float64
+			b.ResetTimer()
+			for range b.N {
+				p := startPeak()
+				var n countWriter
+				if err := c.WriteBlob(&n); err != nil {
+					b.Fatal(err)
+				}
+				worst = max(worst, p.ratio(c.Size()))
+				ratio = float64(c.Size()) / float64(n)
+			}
+			b.ReportMetric(worst, "peak-x")
+			b.ReportMetric(ratio, "compression-ratio")
+		})
+	}
+}
+
+type countWriter int64
+
+func (c *countWriter) Write(p []byte) (int, error) { *c += countWriter(len(p)); return len(p), nil }
+
+// BenchmarkVerifiedRead: decompress and hash a stored blob, beside the
+// anchor of raw zstd decompression of the same blob (target: ≥ 60 %).
+func BenchmarkVerifiedRead(b *testing.B) {
+	for _, size := range benchSizes {
+		c, err := bundle.Read(bytes.NewReader(benchInput(size)), bundle.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var blob bytes.Buffer
+		if err := c.WriteBlob(&blob); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(sizeName(size)+"/verify", func(b *testing.B) {
+			b.SetBytes(c.Size())
+			var worst float64
+			for range b.N {
+				p := startPeak()
+				if err := bundle.Verify(bytes.NewReader(blob.Bytes()), c.Hash()); err != nil {
+					b.Fatal(err)
+				}
+				worst = max(worst, p.ratio(c.Size()))
+			}
+			b.ReportMetric(worst, "peak-x")
+		})
+		b.Run(sizeName(size)+"/anchor-zstd-decompress", func(b *testing.B) {
+			b.SetBytes(c.Size())
+			for range b.N {
+				d, _ := zstd.NewReader(bytes.NewReader(blob.Bytes()), zstd.WithDecoderConcurrency(1))
+				if _, err := io.Copy(io.Discard, d); err != nil {
+					b.Fatal(err)
+				}
+				d.Close()
+			}
+		})
+	}
+}
+
+// pythonReference is the anchor of DESIGN.md §13: json.loads, sort results,
+// canonical json.dumps, sha256. It prints the hash and its peak RSS.
+const pythonReference = `
+import hashlib, json, resource, sys
+with open(sys.argv[1], "rb") as f:
+    obj = json.loads(f.read())
+obj["results"].sort(key=lambda r: (r["kind"], r["key"]))
+b = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+print(hashlib.sha256(b).hexdigest(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, len(b))
+`
+
+// BenchmarkImportVsPython: the whole import of a ~190 MB bundle (read,
+// canonicalise, hash, compress, fsynced write to a file) beside Python's
+// reference on the same file. Target: ≥ 5× Python, peak ≤ 2.5× the size.
+func BenchmarkImportVsPython(b *testing.B) {
+	const size = 190 << 20
+	dir := b.TempDir()
+	path := filepath.Join(dir, "big.json")
+	if err := os.WriteFile(path, genBundle(size), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	var canon int64
+	var hash bundle.Hash
+	b.Run("go", func(b *testing.B) {
+		var worst float64
+		for range b.N {
+			p := startPeak()
+			f, err := os.Open(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			st, _ := f.Stat()
+			c, err := bundle.Read(f, bundle.Options{SizeHint: st.Size()})
+			f.Close()
+			if err != nil {
+				b.Fatal(err)
+			}
+			out, err := os.Create(filepath.Join(dir, "out.case"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := c.WriteBlob(out); err != nil {
+				b.Fatal(err)
+			}
+			if err := out.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			out.Close()
+			canon, hash = c.Size(), c.Hash()
+			worst = max(worst, p.ratio(c.Size()))
+			b.SetBytes(c.Size())
+		}
+		b.ReportMetric(worst, "peak-x")
+	})
+	b.Run("anchor-python", func(b *testing.B) {
+		py, err := exec.LookPath("python3")
+		if err != nil {
+			b.Skip("python3 not found")
+		}
+		b.SetBytes(canon)
+		var rss float64
+		for range b.N {
+			out, err := exec.Command(py, "-c", pythonReference, path).Output()
+			if err != nil {
+				b.Fatal(err)
+			}
+			f := strings.Fields(string(out))
+			if len(f) != 3 || f[0] != string(hash) {
+				b.Fatalf("python hash %q, go hash %s", out, hash)
+			}
+			r, _ := strconv.ParseFloat(f[1], 64)
+			rss = r / float64(canon)
+		}
+		b.ReportMetric(rss, "peak-rss-x")
+	})
+}
+
+// TestGenBundleIsValid keeps the benchmark generator honest: what it makes
+// is a valid bundle whose hash is the SHA-256 of its canonical bytes.
+func TestGenBundleIsValid(t *testing.T) {
+	c, err := bundle.Read(bytes.NewReader(genBundle(64<<10)), bundle.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(c.Bytes())
+	if bundle.Hash(fmt.Sprintf("%x", sum)) != c.Hash() {
+		t.Fatal("hash is not the SHA-256 of the canonical bytes")
+	}
+}
