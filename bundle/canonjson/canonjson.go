@@ -76,6 +76,8 @@ type Decoder struct {
 	scratch   []byte     // reorder buffer for objects
 	unquoted  []byte     // unescaped string buffer
 	members   [][]member // per depth, reused
+	names     [][]byte   // reorder's sort keys, reused
+	idx       []int      // reorder's permutation, reused
 	baseDepth int        // jsontext stack depth when AppendValue started
 }
 
@@ -341,17 +343,17 @@ func (m *member) name(buf []byte) []byte {
 func (d *Decoder) reorder(buf []byte, bodyStart int, ms []member) {
 	d.scratch = append(d.scratch[:0], buf[bodyStart:]...)
 	old := d.scratch
-	names := make([][]byte, len(ms))
+	names := d.names[:0]
+	idx := d.idx[:0]
 	for i, m := range ms {
-		names[i] = m.key
+		name := m.key
 		if m.key == nil {
-			names[i] = old[m.start-bodyStart+1 : m.nameEnd-bodyStart-1]
+			name = old[m.start-bodyStart+1 : m.nameEnd-bodyStart-1]
 		}
+		names = append(names, name)
+		idx = append(idx, i)
 	}
-	idx := make([]int, len(ms))
-	for i := range idx {
-		idx[i] = i
-	}
+	d.names, d.idx = names, idx
 	sortIndexes(idx, names)
 	w := bodyStart
 	for i, j := range idx {
