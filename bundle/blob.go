@@ -8,6 +8,7 @@ import (
 	"hash"
 	"io"
 	"runtime"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -24,9 +25,27 @@ func newZstdEncoder(w io.Writer) (*zstd.Encoder, error) {
 	)
 }
 
+// smallBlob is the size under which a blob is compressed in one call by a
+// shared encoder: starting a streaming encoder costs more than compressing
+// a small bundle.
+const smallBlob = 4 << 20
+
+var (
+	sharedEncoderOnce sync.Once
+	sharedEncoder     *zstd.Encoder
+)
+
 // WriteBlob writes the zstd blob of the canonical bytes to w: one frame
 // whose header carries the content size.
 func (c *Canonical) WriteBlob(w io.Writer) error {
+	if c.size <= smallBlob {
+		sharedEncoderOnce.Do(func() {
+			sharedEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault),
+				zstd.WithEncoderCRC(true), zstd.WithEncoderConcurrency(1))
+		})
+		_, err := w.Write(sharedEncoder.EncodeAll(c.Bytes(), nil))
+		return err
+	}
 	enc, err := newZstdEncoder(nil)
 	if err != nil {
 		return fmt.Errorf("bundle: compress: %w", err)

@@ -97,7 +97,7 @@ func newZstdDecoder(r io.Reader, limit int64) (*zstd.Decoder, error) {
 // decodeInput detects the encoding of r by its first bytes and returns the
 // decompressed text, limited to limit bytes.
 func decodeInput(r io.Reader, limit int64) (*decodedInput, error) {
-	br := bufio.NewReaderSize(sourceReader{r}, 256<<10)
+	br := bufio.NewReaderSize(sourceReader{r}, 32<<10)
 	head, err := br.Peek(4)
 	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
 		return nil, err

@@ -1,0 +1,97 @@
+package bundle_test
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/messages"
+)
+
+// FuzzRead: malformed input never panics and always yields a reason code;
+// what is accepted round-trips through every form with the same hash.
+//
+//	go test -run '^$' -fuzz FuzzRead -fuzztime 60s ./bundle/
+func FuzzRead(f *testing.F) {
+	for _, name := range goldenCases {
+		for _, form := range []string{".input.json", ".canonical.json", ".indented.json"} {
+			b, err := os.ReadFile(filepath.Join("testdata", name+form))
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(b)
+		}
+	}
+	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0})
+	f.Add([]byte{0x1f, 0x8b, 8, 0})
+	f.Add([]byte("\xef\xbb\xbf{}"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		c, err := bundle.Read(bytes.NewReader(in), bundle.Options{MaxCanonicalSize: 1 << 20, MaxInputSize: 4 << 20})
+		if err != nil {
+			if _, ok := messages.CodeOf(err); !ok {
+				t.Fatalf("error without a reason code: %v", err)
+			}
+			return
+		}
+		canon := c.Bytes()
+		if bundle.HashBytes(canon) != c.Hash() {
+			t.Fatal("hash is not the SHA-256 of the canonical bytes")
+		}
+		// Canonical bytes are a fixed point.
+		again, err := bundle.Read(bytes.NewReader(canon), bundle.Options{})
+		if err != nil {
+			t.Fatalf("canonical bytes do not read back: %v", err)
+		}
+		if !bytes.Equal(again.Bytes(), canon) {
+			t.Fatalf("not a fixed point:\n%s\n%s", canon, again.Bytes())
+		}
+		// The blob and the indented form give the same hash back.
+		var blob, ind bytes.Buffer
+		if err := c.WriteBlob(&blob); err != nil {
+			t.Fatal(err)
+		}
+		if err := bundle.Verify(bytes.NewReader(blob.Bytes()), c.Hash()); err != nil {
+			t.Fatalf("blob does not verify: %v", err)
+		}
+		if err := c.WriteIndented(&ind); err != nil {
+			t.Fatal(err)
+		}
+		fromInd, err := bundle.Read(bytes.NewReader(ind.Bytes()), bundle.Options{})
+		if err != nil || fromInd.Hash() != c.Hash() {
+			t.Fatalf("indented form reads back as %v, %v", fromInd, err)
+		}
+	})
+}
+
+// FuzzVerify: a stored blob with arbitrary bytes never panics and never
+// verifies unless it is the bundle.
+func FuzzVerify(f *testing.F) {
+	b, err := os.ReadFile(filepath.Join("testdata", "workflow.canonical.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	c, err := bundle.Read(bytes.NewReader(b), bundle.Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	var blob bytes.Buffer
+	c.WriteBlob(&blob)
+	f.Add(blob.Bytes())
+	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		got, err := io.ReadAll(bundle.NewVerifyingReader(bytes.NewReader(in), c.Hash()))
+		if err == nil {
+			// Only a frame of the real bundle's bytes verifies.
+			if !bytes.Equal(got, b) {
+				t.Fatal("verified bytes that are not the bundle")
+			}
+			return
+		}
+		if code, ok := messages.CodeOf(err); !ok || code != messages.BundleCorrupt {
+			t.Fatalf("error %v, want bundle_corrupt", err)
+		}
+	})
+}
