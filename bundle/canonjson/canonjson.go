@@ -53,6 +53,9 @@ var ErrTooLarge = errors.New("canonjson: output too large")
 // Append appends the canonical form of the single JSON value in src to dst.
 // Whitespace around the value is allowed; anything else after it is an error.
 func Append(dst, src []byte) ([]byte, error) {
+	if cap(dst)-len(dst) < len(src) {
+		dst = slices.Grow(dst, len(src))
+	}
 	d := NewDecoder(bytes.NewReader(src))
 	out, err := d.AppendValue(dst)
 	if err != nil {

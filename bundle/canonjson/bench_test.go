@@ -1,0 +1,170 @@
+package canonjson_test
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/pyrula/caseworker/bundle/canonjson"
+)
+
+var (
+	benchDocOnce sync.Once
+	benchDoc     []byte
+)
+
+// bundleLikeDoc returns a deterministic bundle-like JSON document of about
+// size bytes: a manifest, a history and many results with nested strings
+// (some non-ASCII, some needing escapes), integers and doubles. It is
+// written by encoding/json, so its keys are sorted but it is not canonical
+// (HTML characters escaped as \u003c, doubles in Go's form, results unsorted).
+func bundleLikeDoc(size int) []byte {
+	rng := rand.New(rand.NewPCG(2024, 6))
+	words := []string{
+		"alpha", "beta", "gamma", "delta", "tool", "result", "value", "query", "answer",
+		"héllo", "wörld", "naïve", "中文", "日本語", "😀", "a<b>&c", "line\nbreak", "tab\tsep",
+		"quote\"d", "back\\slash", "\u2028sep", "del\x7f", "ctl\x01",
+	}
+	text := func(n int) string {
+		var sb strings.Builder
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				sb.WriteByte(' ')
+			}
+			sb.WriteString(words[rng.IntN(len(words))])
+		}
+		return sb.String()
+	}
+	number := func() any {
+		switch rng.IntN(5) {
+		case 0:
+			return rng.Int64N(1 << 40)
+		case 1:
+			return json.Number(fmt.Sprintf("%d%018d", 1+rng.Int64N(1e9-1), rng.Int64N(1e18)))
+		case 2:
+			return float64(rng.IntN(100000)) / 100
+		case 3:
+			for {
+				f := math.Float64frombits(rng.Uint64())
+				if !math.IsInf(f, 0) && !math.IsNaN(f) {
+					return f
+				}
+			}
+		default:
+			return rng.NormFloat64() * 1e6
+		}
+	}
+	type result struct {
+		Key         string         `json:"key"`
+		Kind        string         `json:"kind"`
+		Fingerprint string         `json:"fingerprint"`
+		Result      map[string]any `json:"result,omitempty"`
+		Error       map[string]any `json:"error,omitempty"`
+	}
+	history := []map[string]any{}
+	for i := 1; i <= 200; i++ {
+		history = append(history, map[string]any{
+			"run_seq": i, "kind": "step:complete", "at": 1.7e9 + float64(i)/8,
+			"data": map[string]any{"step": text(2), "value": []any{number(), number(), text(3)}},
+		})
+	}
+	doc := map[string]any{
+		"manifest": map[string]any{
+			"format": 1, "kind": "agent", "target_name": "bench", "code_version": "v1",
+			"registration":    map[string]any{"tools": []any{map[string]any{"name": "search", "writes": false}}, "steps": []any{}},
+			"recorded_config": map[string]any{"model": "m", "temperature": 0.7},
+			"pyrula_version":  "0.1.0",
+			"source":          map[string]any{"run_id": "r1", "namespace": "default", "origin": "valkey"},
+			"fork_after_seq":  200,
+			"capture":         map[string]any{"complete": true, "missing": []any{}},
+			"inputs":          map[string]any{"q": text(20)},
+		},
+		"history": history,
+	}
+	var results []result
+	approx := 0
+	for i := 0; approx < size; i++ {
+		r := result{
+			Key:         fmt.Sprintf("call:%d", rng.IntN(1<<30)),
+			Kind:        []string{"model", "tool", "step"}[rng.IntN(3)],
+			Fingerprint: fmt.Sprintf("%016x%016x", rng.Uint64(), rng.Uint64()),
+		}
+		if rng.IntN(10) == 0 {
+			r.Error = map[string]any{"type": "Timeout", "message": text(8)}
+		} else {
+			nums := make([]any, rng.IntN(12))
+			for j := range nums {
+				nums[j] = number()
+			}
+			r.Result = map[string]any{
+				"text":   text(10 + rng.IntN(40)),
+				"tokens": rng.IntN(5000),
+				"scores": nums,
+				"nested": map[string]any{
+					"ok":    rng.IntN(2) == 0,
+					"none":  nil,
+					"items": []any{text(3), map[string]any{"id": i, "w": number()}, []any{}},
+				},
+			}
+		}
+		results = append(results, r)
+		rb, err := json.Marshal(r)
+		if err != nil {
+			panic(err)
+		}
+		approx += len(rb) + 1
+	}
+	doc["results"] = results
+	b, err := json.Marshal(doc)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func BenchmarkCanonicalize(b *testing.B) {
+	benchDocOnce.Do(func() { benchDoc = bundleLikeDoc(16 << 20) })
+	doc := benchDoc
+	out, err := canonjson.Canonicalize(doc)
+	if err != nil {
+		b.Fatalf("Canonicalize refused the benchmark document: %v", err)
+	}
+	b.Logf("input %d bytes, canonical %d bytes", len(doc), len(out))
+
+	b.Run("16MiB", func(b *testing.B) {
+		b.SetBytes(int64(len(doc)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := canonjson.Canonicalize(doc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("16MiB/reuse_buffer", func(b *testing.B) {
+		b.SetBytes(int64(len(doc)))
+		b.ReportAllocs()
+		buf := make([]byte, 0, len(out))
+		for b.Loop() {
+			var err error
+			if buf, err = canonjson.Append(buf[:0], doc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("16MiB/with_sha256", func(b *testing.B) {
+		b.SetBytes(int64(len(doc)))
+		b.ReportAllocs()
+		for b.Loop() {
+			c, err := canonjson.Canonicalize(doc)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = sha256.Sum256(c)
+		}
+	})
+}
