@@ -38,6 +38,10 @@ var (
 // WriteBlob writes the zstd blob of the canonical bytes to w: one frame
 // whose header carries the content size.
 func (c *Canonical) WriteBlob(w io.Writer) error {
+	if c.blob != nil {
+		_, err := w.Write(c.blob)
+		return err
+	}
 	if c.size <= smallBlob {
 		sharedEncoderOnce.Do(func() {
 			sharedEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault),
@@ -64,6 +68,9 @@ func (c *Canonical) WriteBlob(w io.Writer) error {
 // Blob returns a reader of the zstd blob, compressed as it is read. Closing
 // it early stops the compression.
 func (c *Canonical) Blob() io.ReadCloser {
+	if c.blob != nil {
+		return io.NopCloser(bytes.NewReader(c.blob))
+	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(c.WriteBlob(pw)) }()
 	return pr

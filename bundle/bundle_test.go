@@ -291,3 +291,45 @@ func TestParseHash(t *testing.T) {
 		wantCode(t, err, messages.InvalidFixtureHash)
 	}
 }
+
+// TestCompressWhileReading: with Options.Compress, Read makes the blob too,
+// on a second goroutine when the input is in canonical order, after the read
+// when it is not. Both give the same hash and a blob that verifies.
+func TestCompressWhileReading(t *testing.T) {
+	t.Parallel()
+	unsorted := genBundle(6 << 20)
+	plain := mustRead(t, unsorted)
+	canonical := plain.Bytes()
+	indented := func() []byte {
+		var b bytes.Buffer
+		plain.WriteIndented(&b)
+		return b.Bytes()
+	}()
+	for name, in := range map[string][]byte{"unsorted": unsorted, "canonical": canonical, "indented": indented} {
+		c, err := bundle.Read(bytes.NewReader(in), bundle.Options{Compress: true})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if c.Hash() != plain.Hash() || c.Size() != plain.Size() {
+			t.Fatalf("%s: hash %s size %d, want %s %d", name, c.Hash(), c.Size(), plain.Hash(), plain.Size())
+		}
+		var blob bytes.Buffer
+		if err := c.WriteBlob(&blob); err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(bundle.NewVerifyingReader(bytes.NewReader(blob.Bytes()), c.Hash()))
+		if err != nil {
+			t.Fatalf("%s: blob does not verify: %v", name, err)
+		}
+		if !bytes.Equal(got, canonical) {
+			t.Fatalf("%s: blob holds other bytes", name)
+		}
+	}
+	// A canonical-order input that turns out invalid at the end stops the
+	// pipeline and reports the problem.
+	bad := bytes.Replace(canonical, []byte(`"format":1`), []byte(`"format":9`), 1)
+	_, err := bundle.Read(bytes.NewReader(bad), bundle.Options{Compress: true})
+	wantCode(t, err, messages.FormatUnsupported)
+	_, err = bundle.Read(bytes.NewReader(canonical[:len(canonical)-10]), bundle.Options{Compress: true})
+	wantCode(t, err, messages.BundleCorrupt)
+}

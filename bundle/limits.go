@@ -18,6 +18,10 @@ type Options struct {
 	MaxInputSize int64
 	// SizeHint is the expected canonical size, used to size buffers.
 	SizeHint int64
+	// Compress makes Read also compress the bundle into its zstd blob, on a
+	// second goroutine while it reads when the input is in canonical order
+	// (saves and imports set it; WriteBlob and Blob then use that blob).
+	Compress bool
 }
 
 // maxCanonical is the canonical size limit; it never passes 2 GiB, so that

@@ -35,6 +35,8 @@ type Canonical struct {
 	head    [][]byte
 	region  []byte        // results in order already, or nil
 	results []resultEntry // sorted, when region is nil
+
+	blob []byte // the zstd blob, when Read made it (Options.Compress)
 }
 
 var (
@@ -162,11 +164,18 @@ func Read(r io.Reader, opts Options) (*Canonical, error) {
 	if hint == 0 && in.encoding == EncodingPlain {
 		hint = length
 	}
-	c, err := readCanonical(in, opts.maxCanonical(), hint)
+	c, err := readCanonical(in, opts.maxCanonical(), hint, opts.Compress)
 	if err != nil {
 		return nil, classify(err, opts)
 	}
 	c.encoding = in.encoding
+	if opts.Compress && c.blob == nil {
+		var buf bytes.Buffer
+		if err := c.WriteBlob(&buf); err != nil {
+			return nil, err
+		}
+		c.blob = buf.Bytes()
+	}
 	return c, nil
 }
 
@@ -235,6 +244,54 @@ type reader struct {
 
 	maxCanonical int64
 	topSeen      map[string]bool
+
+	// pipe, while not nil, hashes and compresses the canonical bytes as
+	// they are finished: sent is how far into buf it has been given,
+	// stage which top-level key comes next in canonical order.
+	pipe  *pipeline
+	sent  int
+	stage int
+}
+
+// canonicalTop is the order of top-level keys in canonical bytes, with what
+// precedes each one's elements.
+var canonicalTop = []struct{ key, prefix string }{
+	{"history", `{"history":[`},
+	{"manifest", `],"manifest":`},
+	{"results", `,"results":[`},
+}
+
+// streamKey tells the pipeline that top-level key begins; a key out of
+// canonical order stops it.
+func (r *reader) streamKey(key string) {
+	if r.pipe == nil {
+		return
+	}
+	if r.stage >= len(canonicalTop) || canonicalTop[r.stage].key != key {
+		r.stopStream()
+		return
+	}
+	r.pipe.send([]byte(canonicalTop[r.stage].prefix))
+	r.stage++
+	r.sent = len(r.buf)
+}
+
+// stream hands finished bytes to the pipeline, in pieces of flushEvery
+// unless all is set.
+func (r *reader) stream(all bool) {
+	if r.pipe == nil || (!all && len(r.buf)-r.sent < flushEvery) {
+		return
+	}
+	r.pipe.send(r.buf[r.sent:len(r.buf):len(r.buf)])
+	r.sent = len(r.buf)
+}
+
+// stopStream abandons the pipeline.
+func (r *reader) stopStream() {
+	if r.pipe != nil {
+		r.pipe.abort()
+		r.pipe = nil
+	}
 }
 
 // historyEntry is what validation needs of one history event.
@@ -255,7 +312,7 @@ type resultFields struct {
 	hasResult, hasError bool
 }
 
-func readCanonical(in io.Reader, maxCanonical, hint int64) (*Canonical, error) {
+func readCanonical(in io.Reader, maxCanonical, hint int64, compress bool) (*Canonical, error) {
 	r := &reader{
 		dec:          canonjson.NewDecoder(in),
 		maxCanonical: maxCanonical,
@@ -266,6 +323,10 @@ func readCanonical(in io.Reader, maxCanonical, hint int64) (*Canonical, error) {
 	if hint > 0 {
 		r.buf = make([]byte, 0, min(hint+hint/64+4096, maxCanonical+1))
 	}
+	if compress && hint > smallBlob {
+		r.pipe = startPipeline()
+	}
+	defer r.stopStream()
 	if err := r.readTop(); err != nil {
 		return nil, err
 	}
@@ -289,6 +350,7 @@ func (r *reader) readTop() error {
 		}
 		key := string(name)
 		r.topSeen[key] = true
+		r.streamKey(key)
 		switch key {
 		case "manifest":
 			err = r.readManifest()
@@ -306,6 +368,9 @@ func (r *reader) readTop() error {
 	}
 	if err := r.dec.ReadDelim('}'); err != nil {
 		return err
+	}
+	if r.stage != len(canonicalTop) {
+		r.stopStream()
 	}
 	return r.dec.CheckEOF()
 }
@@ -327,6 +392,7 @@ func (r *reader) readManifest() error {
 		return nil
 	})
 	r.manEnd = len(r.buf)
+	r.stream(true)
 	return err
 }
 
@@ -351,8 +417,10 @@ func (r *reader) readArray(what string, element func() error, start, end *int) e
 		if err := element(); err != nil {
 			return err
 		}
+		r.stream(false)
 	}
 	*end = len(r.buf)
+	r.stream(true)
 	return r.dec.ReadDelim(']')
 }
 
@@ -422,6 +490,7 @@ func (r *reader) readResult() error {
 	e := resultEntry{start: uint32(start), end: uint32(len(r.buf)), kind: f.kind, key: f.key}
 	if i > 0 && compareResults(r.results[i-1], e) >= 0 {
 		r.resultsSorted = false
+		r.stopStream()
 	}
 	r.results = append(r.results, e)
 	return nil
@@ -484,15 +553,27 @@ func (r *reader) finish() (*Canonical, error) {
 		return nil, err
 	}
 	c.manifest = *man
-	h := newHasher()
 	for s := range c.segments() {
 		c.size += int64(len(s))
-		h.Write(s)
 	}
 	if c.size > r.maxCanonical {
 		return nil, canonjson.ErrTooLarge
 	}
-	c.hash = hashOf(h)
+	if p := r.pipe; p != nil {
+		p.send(tail)
+		p.close()
+		r.pipe = nil
+		if p.err != nil {
+			return nil, fmt.Errorf("bundle: compress: %w", p.err)
+		}
+		c.hash, c.blob = p.hash, p.blob.Bytes()
+	} else {
+		h := newHasher()
+		for s := range c.segments() {
+			h.Write(s)
+		}
+		c.hash = hashOf(h)
+	}
 	c.summary = Summary{
 		Format:       man.Format,
 		Kind:         man.Kind,
