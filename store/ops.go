@@ -120,6 +120,8 @@ type GCItem struct {
 // in List's order, with what it did. Without Keep every bundle is a
 // candidate; hashes in Keep that are not stored are ignored.
 //
+// GC's start is its clock's time truncated to the second, so a bundle saved in
+// the same second as GC started is new, with or without Sweep.
 // Deletion uses DeleteBefore(hash, start), so a bundle saved again while GC
 // runs is never swept: it is reported as ActionSkippedNew. A bundle that
 // another process deleted while GC ran is not reported. report may call
@@ -135,7 +137,9 @@ func GC(ctx context.Context, s Store, p GCParams, report func(GCItem) error) err
 	if report == nil {
 		report = func(GCItem) error { return nil }
 	}
-	start := now()
+	// Whole seconds: some file systems keep coarse times, and the dry run
+	// must list exactly what a sweep at the same moment would delete.
+	start := now().Truncate(time.Second)
 	for info, err := range s.List(ctx) {
 		if err != nil {
 			return fmt.Errorf("store: gc: list: %w", err)

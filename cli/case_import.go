@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/store"
+)
+
+// importOutput is what `case import` prints: the shape of the save output.
+type importOutput struct {
+	FixtureHash     bundle.Hash    `json:"fixture_hash"`
+	FixtureStore    string         `json:"fixture_store"`
+	ManifestSummary bundle.Summary `json:"manifest_summary"`
+}
+
+// importCmd is `case import FILE`.
+func (a *app) importCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "import FILE",
+		Short: "Store a bundle file (zstd blob, gzip or JSON; - for stdin)",
+		Long: `Reads a bundle from FILE ("-" for standard input) in any form export
+writes (the zstd blob, the readable JSON, or gzip-compressed JSON), validates
+it, and stores it under its hash. Importing the same bundle twice keeps one
+copy. Prints {"fixture_hash", "fixture_store", "manifest_summary"}.
+
+Refusals: no_fixture_store, bundle_corrupt, format_unsupported,
+bundle_too_large.`,
+		Args: exactArgs("FILE"),
+		RunE: a.run(func(ctx context.Context, args []string) error {
+			return a.withStore(ctx, func(s store.Store) error {
+				return a.importFile(ctx, s, args[0])
+			})
+		}),
+	}
+}
+
+func (a *app) importFile(ctx context.Context, s store.Store, name string) error {
+	var r io.Reader = a.stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	c, err := bundle.Read(r, bundle.Options{Compress: true})
+	if err != nil {
+		return fmt.Errorf("import %s: %w", name, err)
+	}
+	if _, err := store.Save(ctx, s, c); err != nil {
+		return fmt.Errorf("import %s: save %s: %w", name, c.Hash(), err)
+	}
+	sum := c.Summary()
+	if sum.Capture.Missing == nil {
+		sum.Capture.Missing = []json.RawMessage{}
+	}
+	return a.emit(importOutput{FixtureHash: c.Hash(), FixtureStore: s.Identity(), ManifestSummary: sum})
+}

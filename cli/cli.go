@@ -1,0 +1,244 @@
+// Package cli is the `pyrula` command tree: `pyrula case import|export|list|
+// show|delete|gc` today, `case save`, `case run` and `db migrate` later. It is
+// a package rather than code in cmd/pyrula so that a user's own binary (which
+// registers its own targets) can offer the same commands by calling Main or
+// Options.Main.
+//
+// cli owns argument parsing, the JSON output shapes, exit statuses and the
+// redaction of what it prints. It calls down into bundle, store,
+// store/resolve and messages; nothing of the project imports cli except the
+// binaries in cmd/.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pyrula/caseworker/messages"
+)
+
+// Options configure the command tree. The zero value is pyrula's own CLI; a
+// user's binary sets the fields it needs (later issues add the registration
+// of the binary's targets here, so that adding one changes no signature).
+type Options struct {
+	// Name is the program name used in usage lines and help ("pyrula" when
+	// empty).
+	Name string
+	// Now is the clock gc uses to decide which bundles are new (time.Now
+	// when nil).
+	Now func() time.Time
+}
+
+// Main runs pyrula's CLI with args (without the program name) and returns
+// the process exit status; it is Options{}.Main.
+func Main(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return Options{}.Main(ctx, args, getenv, stdin, stdout, stderr)
+}
+
+// Main runs the command tree with args (without the program name), reading
+// the environment through getenv, and returns the process exit status:
+//
+//   - 0 when the command did what was asked (and for --help);
+//   - a refusal (an error carrying a messages.Code) prints {"code", "message"}
+//     on stdout and returns the code's exit status (2 for every code the
+//     store commands use);
+//   - invalid input (unknown commands or flags, missing arguments, unreadable
+//     files) and operational errors print one "error: …" line on stderr, with
+//     URL passwords redacted, and return 1.
+func (o Options) Main(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	a := &app{opts: o, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	root := a.rootCmd()
+	root.SetArgs(append([]string{}, args...)) // never nil: cobra would read os.Args
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return messages.ExitOK
+	}
+	return a.report(cmd, err)
+}
+
+// report prints err the way its kind asks for and returns the exit status.
+func (a *app) report(cmd *cobra.Command, err error) int {
+	if e := messages.AsError(err); e != nil {
+		msg := e.Message
+		if msg == "" {
+			msg = e.Error()
+		}
+		out := struct {
+			Code    messages.Code `json:"code"`
+			Message string        `json:"message"`
+		}{e.Code, Redact(oneLine(msg))}
+		if werr := writeJSON(a.stdout, out); werr != nil {
+			fmt.Fprintf(a.stderr, "error: %s\n", Redact(oneLine(werr.Error())))
+			return messages.ExitError
+		}
+		return e.Code.ExitStatus()
+	}
+
+	msg := oneLine(err.Error())
+	var re *runError
+	if !errors.As(err, &re) && cmd != nil {
+		// Everything cobra itself returns (unknown commands and flags,
+		// missing arguments) is a usage error: point at the help.
+		msg = fmt.Sprintf("%s (see %q)", msg, cmd.CommandPath()+" --help")
+	}
+	fmt.Fprintf(a.stderr, "error: %s\n", Redact(msg))
+	return messages.ExitError
+}
+
+// runError marks an error returned by a command's own work (not by cobra's
+// parsing of the command line), so that report does not add a usage hint.
+type runError struct{ err error }
+
+func (e *runError) Error() string { return e.err.Error() }
+func (e *runError) Unwrap() error { return e.err }
+
+// app is one execution of the command tree: options, process environment and
+// the values of global flags.
+type app struct {
+	opts   Options
+	getenv func(string) string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+
+	// fixtureStore is the --fixture-store flag of the case commands.
+	fixtureStore string
+}
+
+// name is the program name.
+func (a *app) name() string {
+	if a.opts.Name != "" {
+		return a.opts.Name
+	}
+	return "pyrula"
+}
+
+// now is the clock.
+func (a *app) now() func() time.Time {
+	if a.opts.Now != nil {
+		return a.opts.Now
+	}
+	return time.Now
+}
+
+// rootCmd builds the command tree.
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   a.name(),
+		Short: "Save, inspect and run saved cases",
+		Long: a.name() + ` works with saved cases: content-addressed bundles of a recorded run
+frozen at a fork point, kept in a fixture store.
+
+Outputs are JSON (one object, or JSON lines for lists). Exit status: 0 done,
+2 refused ({"code", "message"} on stdout), 1 invalid input or an operational
+error (one "error:" line on stderr).`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          groupArgs,
+		RunE:          groupRun,
+		CompletionOptions: cobra.CompletionOptions{
+			HiddenDefaultCmd: true,
+		},
+	}
+	root.SetFlagErrorFunc(flagError)
+	root.AddCommand(a.caseCmd())
+	return root
+}
+
+// run wraps a command's work: it passes the command's context and marks the
+// error as the command's own (see runError).
+func (a *app) run(f func(ctx context.Context, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := f(cmd.Context(), args); err != nil {
+			return &runError{err}
+		}
+		return nil
+	}
+}
+
+// groupArgs refuses arguments of a command that only groups subcommands.
+func groupArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+	}
+	return errors.New(msg)
+}
+
+// groupRun is the action of a command that only groups subcommands: called
+// without one, it is a usage error.
+func groupRun(cmd *cobra.Command, _ []string) error {
+	var names []string
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			names = append(names, c.Name())
+		}
+	}
+	return fmt.Errorf("%s needs a command, one of: %s", cmd.CommandPath(), strings.Join(names, ", "))
+}
+
+// flagError gives flag parsing errors their command.
+func flagError(cmd *cobra.Command, err error) error {
+	return fmt.Errorf("%s: %w", cmd.CommandPath(), err)
+}
+
+// exactArgs requires one positional argument per name, naming what is
+// missing or extra.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		switch {
+		case len(args) < len(names):
+			return fmt.Errorf("%s: missing argument %s", cmd.CommandPath(), strings.Join(names[len(args):], " "))
+		case len(args) > len(names):
+			return fmt.Errorf("%s: unexpected argument %q", cmd.CommandPath(), args[len(names)])
+		}
+		return nil
+	}
+}
+
+// writeJSON writes v as one line of compact JSON, without HTML escaping.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return nil
+}
+
+// emit writes v as one JSON line on stdout.
+func (a *app) emit(v any) error { return writeJSON(a.stdout, v) }
+
+// warnUnredacted prints the warning of the product page: bundles hold raw
+// inputs and outputs.
+func (a *app) warnUnredacted(what string) {
+	fmt.Fprintf(a.stderr, "warning: %s holds the run's inputs and outputs unredacted; treat it like the data the run touched\n", what)
+}
+
+// oneLine folds a multi-line message onto one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
