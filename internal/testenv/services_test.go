@@ -1,0 +1,170 @@
+package testenv_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/jackc/pgx/v5"
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/pyrula/caseworker/internal/testenv"
+)
+
+// Smoke tests: one per server, each over a real connection with the client
+// library the project uses for it.
+
+func ctx(t *testing.T) context.Context {
+	t.Helper()
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func TestValkey(t *testing.T) {
+	t.Parallel()
+	opt, err := valkey.ParseURL(testenv.ValkeyURL(t))
+	if err != nil {
+		t.Fatalf("parse %s: %v", testenv.EnvValkeyURL, err)
+	}
+	client, err := valkey.NewClient(opt)
+	if err != nil {
+		t.Fatalf("connect to Valkey: %v", err)
+	}
+	t.Cleanup(client.Close)
+	c := ctx(t)
+
+	pong, err := client.Do(c, client.B().Ping().Build()).ToString()
+	if err != nil || pong != "PONG" {
+		t.Fatalf("PING = %q, %v; want PONG", pong, err)
+	}
+
+	key := testenv.UniqueName(t, "pyrula-test-stream")
+	t.Cleanup(func() {
+		if err := client.Do(context.Background(), client.B().Del().Key(key).Build()).Error(); err != nil {
+			t.Errorf("DEL %s: %v", key, err)
+		}
+	})
+	if err := client.Do(c, client.B().XgroupCreate().Key(key).Group("g").Id("$").Mkstream().Build()).Error(); err != nil {
+		t.Fatalf("XGROUP CREATE: %v", err)
+	}
+	id, err := client.Do(c, client.B().Xadd().Key(key).Id("*").FieldValue().FieldValue("case", "42").Build()).ToString()
+	if err != nil {
+		t.Fatalf("XADD: %v", err)
+	}
+	read, err := client.Do(c, client.B().Xreadgroup().Group("g", "c1").Count(10).Block(1000).
+		Streams().Key(key).Id(">").Build()).AsXRead()
+	if err != nil {
+		t.Fatalf("XREADGROUP: %v", err)
+	}
+	entries := read[key]
+	if len(entries) != 1 || entries[0].ID != id || entries[0].FieldValues["case"] != "42" {
+		t.Fatalf("XREADGROUP = %+v; want one entry %s with case=42", read, id)
+	}
+	acked, err := client.Do(c, client.B().Xack().Key(key).Group("g").Id(id).Build()).AsInt64()
+	if err != nil || acked != 1 {
+		t.Fatalf("XACK = %d, %v; want 1", acked, err)
+	}
+}
+
+func TestPostgres(t *testing.T) {
+	t.Parallel()
+	c := ctx(t)
+	conn, err := pgx.Connect(c, testenv.PostgresDSN(t))
+	if err != nil {
+		t.Fatalf("connect to PostgreSQL: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+
+	var one int
+	if err := conn.QueryRow(c, "select 1").Scan(&one); err != nil || one != 1 {
+		t.Fatalf("select 1 = %d, %v", one, err)
+	}
+	if _, err := conn.Exec(c, "create temp table smoke (id bigint primary key, body bytea not null)"); err != nil {
+		t.Fatalf("create temp table: %v", err)
+	}
+	if _, err := conn.Exec(c, "insert into smoke (id, body) values ($1, $2)", 7, []byte("bundle")); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+	var body []byte
+	if err := conn.QueryRow(c, "select body from smoke where id = $1", 7).Scan(&body); err != nil || string(body) != "bundle" {
+		t.Fatalf("select body = %q, %v", body, err)
+	}
+}
+
+// TestS3 also checks that the server honours If-None-Match: * on PutObject:
+// some S3 emulators ignore conditional headers, and the fixture store's
+// put-if-absent relies on a real 412.
+func TestS3(t *testing.T) {
+	t.Parallel()
+	env := testenv.S3(t)
+	c := ctx(t)
+	cfg, err := config.LoadDefaultConfig(c,
+		config.WithRegion(env.Region),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(env.AccessKey, env.SecretKey, "")),
+	)
+	if err != nil {
+		t.Fatalf("load AWS config: %v", err)
+	}
+	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(env.Endpoint)
+		o.UsePathStyle = true
+	})
+
+	bucket := testenv.UniqueName(t, "pyrula-smoke")
+	if _, err := client.CreateBucket(c, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatalf("CreateBucket %s at %s: %v", bucket, env.Endpoint, err)
+	}
+	key := "bundles/smoke"
+	t.Cleanup(func() {
+		bg := context.Background()
+		if _, err := client.DeleteObject(bg, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}); err != nil {
+			t.Errorf("DeleteObject: %v", err)
+		}
+		if _, err := client.DeleteBucket(bg, &s3.DeleteBucketInput{Bucket: aws.String(bucket)}); err != nil {
+			t.Errorf("DeleteBucket: %v", err)
+		}
+	})
+
+	put := func(body string) error {
+		_, err := client.PutObject(c, &s3.PutObjectInput{
+			Bucket:      aws.String(bucket),
+			Key:         aws.String(key),
+			Body:        bytes.NewReader([]byte(body)),
+			IfNoneMatch: aws.String("*"),
+		})
+		return err
+	}
+	if err := put("first"); err != nil {
+		t.Fatalf("first PutObject with If-None-Match: *: %v", err)
+	}
+	err = put("second")
+	var respErr *smithyhttp.ResponseError
+	if !errors.As(err, &respErr) || respErr.HTTPStatusCode() != http.StatusPreconditionFailed {
+		t.Fatalf("second PutObject with If-None-Match: * = %v; want HTTP 412 (the server must honour conditional writes)", err)
+	}
+	var apiErr smithy.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "PreconditionFailed" {
+		t.Errorf("second PutObject error code = %v; want PreconditionFailed", err)
+	}
+
+	out, err := client.GetObject(c, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		t.Fatalf("GetObject: %v", err)
+	}
+	defer out.Body.Close()
+	got, err := io.ReadAll(out.Body)
+	if err != nil || string(got) != "first" {
+		t.Fatalf("object body = %q, %v; want the first write to stay", got, err)
+	}
+}
