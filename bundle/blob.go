@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"runtime"
 	"sync"
@@ -80,7 +79,7 @@ func (c *Canonical) Blob() io.ReadCloser {
 type verifyingReader struct {
 	blob  io.Reader
 	dec   *zstd.Decoder
-	h     hash.Hash
+	h     *asyncHasher
 	want  Hash
 	n     int64
 	limit int64
@@ -94,7 +93,7 @@ type verifyingReader struct {
 // trusting anything it returned. An error of blob itself is returned as it
 // is, without a code.
 func NewVerifyingReader(blob io.Reader, want Hash) io.ReadCloser {
-	return &verifyingReader{blob: blob, h: newHasher(), want: want, limit: MaxCanonicalSize}
+	return &verifyingReader{blob: blob, h: newAsyncHasher(), want: want, limit: MaxCanonicalSize}
 }
 
 func (v *verifyingReader) start() error {
@@ -106,9 +105,13 @@ func (v *verifyingReader) start() error {
 	if !bytes.Equal(head[:n], zstdMagic) {
 		return messages.Errorf(messages.BundleCorrupt, "bundle %s: stored bytes are not a zstd frame (re-export it)", v.want.Short())
 	}
-	dec, err := newZstdDecoder(io.MultiReader(bytes.NewReader(head[:n]), sourceReader{v.blob}), v.limit)
+	dec, err := getStoredDecoder()
 	if err != nil {
 		return fmt.Errorf("bundle: decompress: %w", err)
+	}
+	if err := dec.Reset(io.MultiReader(bytes.NewReader(head[:n]), sourceReader{v.blob})); err != nil {
+		putStoredDecoder(dec)
+		return messages.Errorf(messages.BundleCorrupt, "bundle %s does not decompress: %w", v.want.Short(), err)
 	}
 	v.dec = dec
 	return nil
@@ -134,7 +137,7 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 	}
 	switch {
 	case err == io.EOF:
-		got := hashOf(v.h)
+		got := v.h.Sum()
 		if subtle.ConstantTimeCompare([]byte(got), []byte(v.want)) != 1 {
 			v.err = messages.Errorf(messages.BundleCorrupt, "bundle %s: stored bytes hash to %s (re-export it)", v.want.Short(), got.Short())
 			return n, v.err
@@ -154,8 +157,10 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 
 // Close implements io.Closer; it releases the decoder (not the blob).
 func (v *verifyingReader) Close() error {
+	v.h.stop()
 	if v.dec != nil {
-		v.dec.Close()
+		putStoredDecoder(v.dec)
+		v.dec = nil
 	}
 	if v.err == nil {
 		v.err = errors.New("bundle: read after close")
