@@ -80,7 +80,8 @@ func (l *limitReader) Read(p []byte) (int, error) {
 type decodedInput struct {
 	io.Reader
 	encoding Encoding
-	hint     int64 // decompressed size, when the frame header says it
+	hint     int64   // decompressed size, when the frame header says it
+	dense    float64 // plain JSON: the share of a sample that is not whitespace
 	close    func()
 }
 
@@ -129,10 +130,28 @@ func decodeInput(r io.Reader, limit int64) (*decodedInput, error) {
 		if bytes.HasPrefix(head, utf8BOM[:min(len(head), 3)]) && len(head) >= 3 {
 			br.Discard(3)
 		}
+		sample, _ := br.Peek(br.Size())
+		in.dense = density(sample)
 		in.Reader = br
 	}
 	in.Reader = &limitReader{r: in.Reader, left: limit, limit: limit}
 	return in, nil
+}
+
+// density returns the share of b that is not JSON whitespace: about the
+// share of a plain-JSON input that its canonical form keeps (an indented
+// export is about two-thirds dense).
+func density(b []byte) float64 {
+	if len(b) == 0 {
+		return 1
+	}
+	ws := 0
+	for _, c := range b {
+		if c == ' ' || c == '\n' || c == '\t' || c == '\r' {
+			ws++
+		}
+	}
+	return float64(len(b)-ws) / float64(len(b))
 }
 
 // zstdHeaderSize reads the frame content size from a zstd frame header, if

@@ -162,7 +162,9 @@ func Read(r io.Reader, opts Options) (*Canonical, error) {
 	defer in.close()
 	hint := cmp.Or(opts.SizeHint, in.hint)
 	if hint == 0 && in.encoding == EncodingPlain {
-		hint = length
+		// Canonical bytes drop the whitespace; allow a little for strings
+		// and numbers that grow (100000.0 for 1E5).
+		hint = int64(float64(length)*min(in.dense+0.02, 1)) + 4096
 	}
 	c, err := readCanonical(in, opts.maxCanonical(), hint, opts.Compress)
 	if err != nil {
