@@ -138,16 +138,29 @@ func decodeInput(r io.Reader, limit int64) (*decodedInput, error) {
 	return in, nil
 }
 
-// density returns the share of b that is not JSON whitespace: about the
-// share of a plain-JSON input that its canonical form keeps (an indented
-// export is about two-thirds dense).
+// density returns the share of b that is not whitespace between JSON
+// tokens: about the share of a plain-JSON input that its canonical form keeps
+// (an indented export is about two-thirds dense).
 func density(b []byte) float64 {
 	if len(b) == 0 {
 		return 1
 	}
 	ws := 0
+	inString, escaped := false, false
 	for _, c := range b {
-		if c == ' ' || c == '\n' || c == '\t' || c == '\r' {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\n' || c == '\t' || c == '\r':
 			ws++
 		}
 	}
