@@ -96,3 +96,19 @@ type Store interface {
 	// Close releases the store's resources. It is safe to call twice.
 	Close() error
 }
+
+// ContextReader returns a reader that fails once ctx is done, so that a
+// backend copying a long blob stops promptly on cancellation.
+func ContextReader(ctx context.Context, r io.Reader) io.Reader { return ctxReader{ctx, r} }
+
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

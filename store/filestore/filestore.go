@@ -268,7 +268,7 @@ func writeTemp(ctx context.Context, shard string, hash bundle.Hash, blob io.Read
 	if err != nil {
 		return "", err
 	}
-	_, err = io.Copy(f, ctxReader{ctx, blob})
+	_, err = io.Copy(f, store.ContextReader(ctx, blob))
 	if err == nil {
 		err = f.Sync()
 	}
@@ -497,18 +497,4 @@ func syncDir(dir string) error {
 		err = cerr
 	}
 	return err
-}
-
-// ctxReader fails a read once ctx is done, so that copying a long blob stops
-// promptly on cancellation.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

@@ -106,7 +106,7 @@ func (s *Store) Put(ctx context.Context, hash bundle.Hash, blob io.Reader) (bool
 	}
 
 	var buf bytes.Buffer
-	if _, err := io.Copy(&buf, ctxReader{ctx, blob}); err != nil {
+	if _, err := io.Copy(&buf, store.ContextReader(ctx, blob)); err != nil {
 		return false, fmt.Errorf("memstore: put %s: read blob: %w", hash.Short(), err)
 	}
 
@@ -224,18 +224,4 @@ func (s *Store) Close() error {
 	defer s.mu.Unlock()
 	s.entries = nil
 	return nil
-}
-
-// ctxReader fails a read once ctx is done, so that copying a long blob stops
-// promptly on cancellation.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
