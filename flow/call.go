@@ -1,0 +1,210 @@
+package flow
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/pyrula/caseworker/bundle/canonjson"
+	"github.com/pyrula/caseworker/messages"
+)
+
+// CallKind is the kind of a call, the first half of its identity kind:key.
+type CallKind string
+
+// The call kinds of DESIGN.md §6.
+const (
+	// KindStep is a step; key "<name>:<n>", or "child:<n>", "sigsend:<n>",
+	// "gather:<id>" for child runs, signal sends and gathers.
+	KindStep CallKind = "step"
+	// KindModel is an agent's model call; key "<n>".
+	KindModel CallKind = "model"
+	// KindTool is a tool call; key the tool-use id, e.g. "toolu_01".
+	KindTool CallKind = "tool"
+	// KindSleep is a durable timer; key "<n>".
+	KindSleep CallKind = "sleep"
+	// KindNow is a clock read; key "<n>".
+	KindNow CallKind = "now"
+	// KindRandom is a random number; key "<n>".
+	KindRandom CallKind = "random"
+	// KindSignal is a signal receive; key "<name>:<n>".
+	KindSignal CallKind = "signal"
+	// KindInterrupt is an interrupt (a question to a human); key "<name>:<n>".
+	KindInterrupt CallKind = "interrupt"
+	// KindStream is an external stream read; key "<name>:<n>".
+	KindStream CallKind = "stream"
+)
+
+// Effect says what a call does to the outside world.
+type Effect string
+
+// The effects. A step that declares none is a Write.
+const (
+	// Read calls observe the outside world without changing it.
+	Read Effect = "read"
+	// Write calls change the outside world.
+	Write Effect = "write"
+	// Pure calls depend only on their input (and on the run's clock or
+	// randomness); they never count against a live budget.
+	Pure Effect = "pure"
+)
+
+// Valid reports whether e is one of Read, Write and Pure.
+func (e Effect) Valid() bool { return e == Read || e == Write || e == Pure }
+
+// CallRef is a call as the journal shows it: the "call" object of call:start
+// and call:done events.
+type CallRef struct {
+	// Kind and Key are the call's identity kind:key.
+	Kind CallKind `json:"kind"`
+	Key  string   `json:"key"` // see Kind
+	// Fingerprint is the lowercase hex SHA-256 of the canonical JSON of the
+	// call's input.
+	Fingerprint string `json:"fingerprint"`
+	// Effect is read, write or pure.
+	Effect Effect `json:"effect"`
+}
+
+// ID is the call's identity "kind:key", e.g. "tool:toolu_01": the form
+// stop_key and supplied_results.calls use.
+func (c CallRef) ID() string { return string(c.Kind) + ":" + c.Key }
+
+// Call is one call of a run as the runtime sees it before resolving it: what a
+// Resolver is given.
+type Call struct {
+	CallRef
+	// RunID is the run that makes the call (a child run has its own).
+	RunID string
+	// Input is the canonical JSON of the call's input; Fingerprint is its
+	// SHA-256.
+	Input json.RawMessage
+	// Name is the step, tool, signal, interrupt or stream name, or the child
+	// target of a child run or gather; empty for model, sleep, now and random.
+	Name string
+	// Token is the --allow-write token that names the call: "tool:<name>" for
+	// tools, "step:<name>" for steps, "step:<id>" for child runs, signal sends
+	// and gathers ("step:child:0"); empty for other kinds.
+	Token string
+	// Seq is the call's 0-based position among the calls of its run.
+	Seq int
+}
+
+// Fingerprint returns the canonical JSON of input (encoded with
+// encoding/json first, so a json.RawMessage passes through) and its
+// fingerprint: the lowercase hex SHA-256 of that canonical JSON.
+func Fingerprint(input any) (canonical json.RawMessage, fingerprint string, err error) {
+	raw, err := json.Marshal(input)
+	if err != nil {
+		return nil, "", fmt.Errorf("flow: encode input: %w", err)
+	}
+	canonical, err = canonjson.Canonicalize(raw)
+	if err != nil {
+		return nil, "", fmt.Errorf("flow: canonicalize input: %w", err)
+	}
+	sum := sha256.Sum256(canonical)
+	return canonical, hex.EncodeToString(sum[:]), nil
+}
+
+// CallError is an error returned by a call and recorded as the result's
+// error, {"type", "message"}. A target receives a *CallError from every call
+// that failed, live or replayed from the journal, so that it sees the same
+// error both times.
+type CallError struct {
+	// Type names the kind of failure, e.g. "CouponExpired". Errors that do
+	// not say (see ErrorType) are recorded with type "error".
+	Type string `json:"type"`
+	// Message is the error's text.
+	Message string `json:"message"`
+}
+
+// Error implements error: "type: message".
+func (e *CallError) Error() string { return e.Type + ": " + e.Message }
+
+// Errorf returns a *CallError of the given type with a formatted message: the
+// way for a step, tool or model client to fail with a named error type.
+func Errorf(typ, format string, args ...any) *CallError {
+	return &CallError{Type: typ, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorType may be implemented by errors that calls return, to name the type
+// recorded for them.
+type ErrorType interface {
+	ErrorType() string
+}
+
+// DefaultErrorType is the type recorded for a call error that is neither a
+// *CallError nor an ErrorType.
+const DefaultErrorType = "error"
+
+// toCallError turns what a call returned into the recorded error.
+func toCallError(err error) *CallError {
+	var ce *CallError
+	if errors.As(err, &ce) {
+		return &CallError{Type: ce.Type, Message: ce.Message}
+	}
+	var et ErrorType
+	if errors.As(err, &et) {
+		return &CallError{Type: et.ErrorType(), Message: err.Error()}
+	}
+	return &CallError{Type: DefaultErrorType, Message: err.Error()}
+}
+
+// StopError stops a run with a reason code: the run ends with a run:error
+// event carrying the code, message, stop_key and stop_token. Every call the
+// target makes after a stop returns the same *StopError.
+type StopError struct {
+	// Code is the reason code, e.g. messages.ReplayInputChanged.
+	Code messages.Code
+	// Message says what happened, naming the call.
+	Message string
+	// StopKey is the identity ("kind:key") of the call that stopped the run,
+	// or empty (null in the event) when no call did.
+	StopKey string
+	// StopToken is the --allow-write token for a refused write, or empty
+	// (null in the event).
+	StopToken string
+}
+
+// Error implements error: "code: message".
+func (e *StopError) Error() string { return string(e.Code) + ": " + e.Message }
+
+// Unwrap returns the equivalent *messages.Error, so messages.CodeOf works.
+func (e *StopError) Unwrap() error { return &messages.Error{Code: e.Code, Message: e.Message} }
+
+// Stopf returns a *StopError with a formatted message and no stop key.
+func Stopf(code messages.Code, format string, args ...any) *StopError {
+	return &StopError{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Errors of the package. Log implementations return (wrapped) ErrFinished and
+// ErrResultExists.
+var (
+	// ErrNoRun: a call was made outside a run (or inside a step's function,
+	// whose context carries no run: nested calls are not journaled).
+	ErrNoRun = errors.New("flow: call outside a run")
+	// ErrSuspended: the run cannot go on until an answer arrives from outside
+	// (an interrupt without an answer). The run ends with status suspended
+	// and no terminal event; running it again resumes it.
+	ErrSuspended = errors.New("flow: run suspended")
+	// ErrRunCancelled is the cause to cancel a run's context with
+	// (context.WithCancelCause) to end the run with run:cancelled. Any other
+	// cancellation abandons the run without a terminal event, as a crash
+	// would, so that it can be resumed.
+	ErrRunCancelled = errors.New("flow: run cancelled")
+	// ErrUnknownTarget: no target is registered under the name.
+	ErrUnknownTarget = errors.New("flow: unknown target")
+	// ErrInvalidInputs: the inputs given to a run name an input the target
+	// does not accept, or do not decode into its input type.
+	ErrInvalidInputs = errors.New("flow: invalid inputs")
+	// ErrDuplicateTarget: a target is already registered under the name.
+	ErrDuplicateTarget = errors.New("flow: target already registered")
+	// ErrInvalidTarget: a target definition is incomplete or inconsistent.
+	ErrInvalidTarget = errors.New("flow: invalid target")
+	// ErrFinished: the run's journal already has a terminal event.
+	ErrFinished = errors.New("flow: run already finished")
+	// ErrResultExists: a result record with the same kind and key is already
+	// in the run's journal.
+	ErrResultExists = errors.New("flow: result already recorded")
+)

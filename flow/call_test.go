@@ -1,0 +1,153 @@
+package flow_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/pyrula/caseworker/bundle/canonjson"
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/messages"
+)
+
+func TestFingerprintGolden(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		input     any
+		canonical string
+		want      string // from Python: sha256(json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=False))
+	}{
+		{"now and random input", struct{}{}, `{}`, "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"},
+		{"null", nil, `null`, "74234e98afe7498fb5daf1f36ac2d78acc339464f950703b8c019892f982b90b"},
+		{"sleep input of 300s", map[string]any{"seconds": 300}, `{"seconds":300}`, "a7a8d755648711717ad13caf6c5a400db6c30758a37d3436b20034357f452101"},
+		{"lookup_order tool input", json.RawMessage(`{ "order_id" : "ord_7Q2K" }`), `{"order_id":"ord_7Q2K"}`, "39d2784dcc4fb23b2d8e85260637ae4857300420a1881b494482f78be3ff7ffd"},
+		{"unicode and key order", map[string]any{"z": "Jürgen — <b>", "a": 1.5}, `{"a":1.5,"z":"Jürgen — <b>"}`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			canon, fp, err := flow.Fingerprint(tt.input)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(canon) != tt.canonical {
+				t.Errorf("canonical %s, want %s", canon, tt.canonical)
+			}
+			sum := sha256.Sum256([]byte(tt.canonical))
+			if want := hex.EncodeToString(sum[:]); fp != want {
+				t.Errorf("fingerprint %s, want sha256 of canonical JSON %s", fp, want)
+			}
+			if tt.want != "" && fp != tt.want {
+				t.Errorf("fingerprint %s, want %s", fp, tt.want)
+			}
+			again, err := canonjson.Canonicalize(canon)
+			if err != nil || string(again) != string(canon) {
+				t.Errorf("canonical input is not a fixed point: %s", again)
+			}
+		})
+	}
+	if _, _, err := flow.Fingerprint(json.RawMessage(`{"a":1,"a":2}`)); err == nil {
+		t.Error("duplicate keys: want an error")
+	}
+}
+
+func TestCallErrorTypes(t *testing.T) {
+	t.Parallel()
+	ce := flow.Errorf("CouponExpired", "coupon %s expired", "SPRING")
+	if ce.Error() != "CouponExpired: coupon SPRING expired" {
+		t.Errorf("Error() = %q", ce.Error())
+	}
+	stop := &flow.StopError{Code: messages.ReplayInputChanged, Message: "x"}
+	if code, ok := messages.CodeOf(stop); !ok || code != messages.ReplayInputChanged {
+		t.Errorf("CodeOf(StopError) = %v, %v", code, ok)
+	}
+	var me *messages.Error
+	if !errors.As(stop, &me) {
+		t.Error("StopError does not unwrap to *messages.Error")
+	}
+}
+
+func TestEventJSON(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2025, 3, 14, 9, 26, 53, 37_000_000, time.UTC)
+	call := &flow.CallRef{Kind: flow.KindSleep, Key: "0", Fingerprint: "ab", Effect: flow.Pure}
+	tests := []struct {
+		ev   flow.Event
+		want string
+	}{
+		{flow.Event{RunSeq: 2, Kind: flow.EventRunStart, At: at, Inputs: json.RawMessage(`{"sku":"SKU-42"}`), CodeVersion: "v1"},
+			`{"run_seq":2,"kind":"run:start","at":"2025-03-14T09:26:53.037Z","inputs":{"sku":"SKU-42"},"code_version":"v1"}`},
+		{flow.Event{RunSeq: 3, Kind: flow.EventCallStart, At: at, Call: call, Input: json.RawMessage(`{"seconds":300}`), WakeAt: at.Add(300 * time.Second)},
+			`{"run_seq":3,"kind":"call:start","at":"2025-03-14T09:26:53.037Z","call":{"kind":"sleep","key":"0","fingerprint":"ab","effect":"pure"},"input":{"seconds":300},"wake_at":"2025-03-14T09:31:53.037Z"}`},
+		{flow.Event{RunSeq: 4, Kind: flow.EventCallDone, At: at, Call: call, Provenance: "reused"},
+			`{"run_seq":4,"kind":"call:done","at":"2025-03-14T09:26:53.037Z","call":{"kind":"sleep","key":"0","fingerprint":"ab","effect":"pure"},"provenance":"reused"}`},
+		{flow.Event{RunSeq: 5, Kind: flow.EventRunComplete, At: at, Result: json.RawMessage(`null`)},
+			`{"run_seq":5,"kind":"run:complete","at":"2025-03-14T09:26:53.037Z","result":null}`},
+		{flow.Event{RunSeq: 5, Kind: flow.EventRunError, At: at, Code: messages.RuntimeError, Message: "boom"},
+			`{"run_seq":5,"kind":"run:error","at":"2025-03-14T09:26:53.037Z","code":"runtime_error","message":"boom","stop_key":null,"stop_token":null}`},
+		{flow.Event{RunSeq: 5, Kind: flow.EventRunError, At: at, Code: messages.WriteNotAllowed, Message: "m", StopKey: "tool:toolu_01", StopToken: "tool:refund"},
+			`{"run_seq":5,"kind":"run:error","at":"2025-03-14T09:26:53.037Z","code":"write_not_allowed","message":"m","stop_key":"tool:toolu_01","stop_token":"tool:refund"}`},
+		{flow.Event{Kind: flow.EventRunCancelled, At: at},
+			`{"kind":"run:cancelled","at":"2025-03-14T09:26:53.037Z"}`},
+		{flow.Event{RunSeq: 1, Kind: flow.EventRunSubmitted, At: at, Extra: map[string]json.RawMessage{"run_id": json.RawMessage(`"run_abc"`)}},
+			`{"run_seq":1,"kind":"run:submitted","at":"2025-03-14T09:26:53.037Z","run_id":"run_abc"}`},
+	}
+	for _, tt := range tests {
+		raw, err := json.Marshal(tt.ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(raw) != tt.want {
+			t.Errorf("%s:\n got %s\nwant %s", tt.ev.Kind, raw, tt.want)
+		}
+		var back flow.Event
+		if err := json.Unmarshal(raw, &back); err != nil {
+			t.Fatal(err)
+		}
+		if !back.At.Equal(tt.ev.At) || !back.WakeAt.Equal(tt.ev.WakeAt) {
+			t.Errorf("%s: times changed in a round trip", tt.ev.Kind)
+		}
+		back.At, back.WakeAt = tt.ev.At, tt.ev.WakeAt
+		if !reflect.DeepEqual(back, tt.ev) {
+			t.Errorf("%s: round trip\n got %+v\nwant %+v", tt.ev.Kind, back, tt.ev)
+		}
+	}
+}
+
+func TestValidateAnswer(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		kind flow.CallKind
+		ans  string
+		ok   bool
+	}{
+		{flow.KindModel, `"hello"`, true},
+		{flow.KindModel, `{"role":"assistant","content":[{"type":"text","text":"hi"}]}`, true},
+		{flow.KindModel, `{"role":"user","content":[]}`, false},
+		{flow.KindModel, `{"role":"assistant"}`, false},
+		{flow.KindModel, `42`, false},
+		{flow.KindSignal, `{"payload":null}`, true},
+		{flow.KindSignal, `{"value":1}`, false},
+		{flow.KindSignal, `"x"`, false},
+		{flow.KindInterrupt, `{"action":"approve","value":true}`, true},
+		{flow.KindInterrupt, `{"action":"approve"}`, false},
+		{flow.KindInterrupt, `{"value":1}`, false},
+		{flow.KindNow, `"2026-11-30T10:00:02Z"`, true},
+		{flow.KindNow, `"yesterday"`, false},
+		{flow.KindRandom, `0.5`, true},
+		{flow.KindRandom, `null`, false},
+		{flow.KindStep, `{"anything":[1,2]}`, true},
+		{flow.KindStep, `{not json`, false},
+	}
+	for _, tt := range tests {
+		err := flow.ValidateAnswer(tt.kind, json.RawMessage(tt.ans))
+		if (err == nil) != tt.ok {
+			t.Errorf("ValidateAnswer(%s, %s) = %v, want ok=%v", tt.kind, tt.ans, err, tt.ok)
+		}
+	}
+}

@@ -1,0 +1,47 @@
+// Package flow is the SDK that targets (workflows and agents) are written
+// against, and the runtime that executes them durably.
+//
+// flow owns: the registry of targets by name (Registry, RegisterWorkflow,
+// RegisterAgent) with their registration (steps and tools) and input defaults;
+// the typed calls a target makes (Step, Model, CallTool, Sleep, Now, Random,
+// ReceiveSignal, SendSignal, Interrupt, ReadStream, Child, Gather); call
+// identities, fingerprints and effects (DESIGN.md §6); the journal events a run
+// writes (Event); resuming a run from its own journal and detecting a resumed
+// run that makes different calls (replay_input_changed); and the seam a higher
+// layer uses to decide how each call is resolved (Resolver).
+//
+// flow declares the small interfaces it needs from the outside and ships
+// in-memory implementations of each: Log (a run's journal; MemLog), Signals,
+// Interrupts and Streams (live answers from outside; MemInbox), ModelClient
+// (model calls) and Clock (time and durable timers).
+//
+// flow imports bundle (types and canonical JSON) and messages (reason codes)
+// and nothing else of the project. It must not import journal, replay,
+// worker, cli or store: the journal adapts itself to Log, and the replay engine
+// plugs in through Resolver.
+//
+// # Running a call
+//
+// Every call is journaled before the target sees its result. For a call at
+// position i of a run:
+//
+//  1. If the run's journal (read when the run starts) recorded a call at
+//     position i, the call must have the same identity (kind and key) and
+//     fingerprint, or the run stops with replay_input_changed. If that call is
+//     done, its recorded result (or error) is returned without running
+//     anything. If it was started but never finished, it runs again below,
+//     without a second call:start.
+//  2. Otherwise the Resolver decides: run live (the default), use an answer
+//     the resolver supplies, or stop the run with a reason code.
+//  3. A new call appends call:start (with its input) before it runs; then
+//     call:done and the result record are appended together, and only then is
+//     the result returned to the target.
+//
+// Errors returned by a call (a step's function, a tool, a model client) are
+// recorded as the result's error {"type", "message"} and returned to the
+// target as a *CallError, live and on replay alike, so a target sees the same
+// error value both times.
+//
+// Target code must be deterministic given its call results, and must make the
+// calls of one run one at a time (Gather is the way to fan out).
+package flow

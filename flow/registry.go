@@ -1,0 +1,379 @@
+package flow
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/bundle/canonjson"
+)
+
+// Registry holds targets by name. It is safe for concurrent use; register
+// targets before running them.
+type Registry struct {
+	mu      sync.RWMutex
+	targets map[string]*target
+}
+
+// NewRegistry returns an empty Registry.
+func NewRegistry() *Registry { return &Registry{targets: make(map[string]*target)} }
+
+// Workflow defines a workflow target whose inputs are an I and whose result
+// is an O.
+type Workflow[I, O any] struct {
+	// Name is the target's name; required, unique in the registry.
+	Name string
+	// CodeVersion names the code, e.g. "git:3f9a1c2"; written on run:start.
+	CodeVersion string
+	// Defaults are the inputs' defaults. Encoded as JSON they must be an
+	// object; its keys are the inputs the target accepts (every input needs
+	// a default, so do not use omitempty), and a run with no inputs runs on
+	// these values.
+	Defaults I
+	// Steps are registration.steps: every step id the target may call, with
+	// its effect. Build them with StepSpec (or StepDef.Spec), ChildSpec,
+	// SigSendSpec and GatherSpec. A step call that gives no effect takes the
+	// one declared here, else Write.
+	Steps []bundle.Step
+	// Run is the workflow's body.
+	Run func(ctx context.Context, in I) (O, error)
+}
+
+// Agent defines an agent target: a body that calls models (Model) and tools
+// (CallTool, RunTools), with inputs I and result O.
+type Agent[I, O any] struct {
+	// Name is the target's name; required, unique in the registry.
+	Name string
+	// CodeVersion names the code; written on run:start.
+	CodeVersion string
+	// Model is the model id used when a model request names none; required.
+	Model string
+	// System is the system prompt used when a model request gives none.
+	System string
+	// Client is the agent's model client. Runtime.Run uses, in order,
+	// RunParams.Models, this client, Config.Models.
+	Client ModelClient
+	// Defaults are the inputs' defaults (see Workflow.Defaults).
+	Defaults I
+	// Tools are every tool the agent offers: registration.tools.
+	Tools []ToolDef
+	// Steps are the steps the agent's body calls (see Workflow.Steps).
+	Steps []bundle.Step
+	// Run is the agent's body.
+	Run func(ctx context.Context, in I) (O, error)
+}
+
+// TargetInfo describes a registered target: what `pyrula targets` prints and
+// what a bundle's manifest records.
+type TargetInfo struct {
+	// Name is the target's registered name.
+	Name string `json:"name"`
+	// Kind is workflow or agent.
+	Kind bundle.Kind `json:"kind"`
+	// CodeVersion is the target's code version.
+	CodeVersion string `json:"code_version"`
+	// Registration lists the steps and (for agents) tools the target offers.
+	Registration bundle.Registration `json:"registration"`
+	// Inputs are the inputs the target accepts with their defaults, as a
+	// canonical JSON object.
+	Inputs json.RawMessage `json:"inputs"`
+	// Model is an agent's default model id.
+	Model string `json:"model,omitempty"`
+}
+
+type target struct {
+	info        TargetInfo
+	system      string
+	client      ModelClient
+	stepEffects map[string]Effect
+	tools       map[string]*ToolDef
+	toolSpecs   []ToolSpec
+	decode      func(json.RawMessage) (any, error)
+	run         func(ctx context.Context, in any) (any, error)
+}
+
+// RegisterWorkflow adds a workflow to r. Errors: ErrDuplicateTarget,
+// ErrInvalidTarget.
+func RegisterWorkflow[I, O any](r *Registry, w Workflow[I, O]) error {
+	t, err := newTarget(w.Name, bundle.KindWorkflow, w.CodeVersion, w.Defaults, w.Steps, w.Run)
+	if err != nil {
+		return err
+	}
+	return r.add(t)
+}
+
+// RegisterAgent adds an agent to r. Errors: ErrDuplicateTarget,
+// ErrInvalidTarget.
+func RegisterAgent[I, O any](r *Registry, a Agent[I, O]) error {
+	t, err := newTarget(a.Name, bundle.KindAgent, a.CodeVersion, a.Defaults, a.Steps, a.Run)
+	if err != nil {
+		return err
+	}
+	if a.Model == "" {
+		return fmt.Errorf("%w: agent %s: Model is required", ErrInvalidTarget, a.Name)
+	}
+	t.info.Model = a.Model
+	t.system = a.System
+	t.client = a.Client
+	for i := range a.Tools {
+		tool := a.Tools[i]
+		if tool.name == "" || (tool.fn == nil && tool.subAgent == "") {
+			return fmt.Errorf("%w: agent %s: tool %d is not defined (use NewTool or SubAgentTool)", ErrInvalidTarget, a.Name, i)
+		}
+		if t.tools[tool.name] != nil {
+			return fmt.Errorf("%w: agent %s: tool %s offered twice", ErrInvalidTarget, a.Name, tool.name)
+		}
+		t.tools[tool.name] = &tool
+		t.info.Registration.Tools = append(t.info.Registration.Tools, bundle.Tool{Name: tool.name, Writes: tool.Writes()})
+		t.toolSpecs = append(t.toolSpecs, ToolSpec{Name: tool.name, Description: tool.description, Writes: tool.Writes()})
+	}
+	return r.add(t)
+}
+
+func newTarget[I, O any](name string, kind bundle.Kind, codeVersion string, defaults I, steps []bundle.Step, run func(context.Context, I) (O, error)) (*target, error) {
+	if name == "" {
+		return nil, fmt.Errorf("%w: a target needs a name", ErrInvalidTarget)
+	}
+	if run == nil {
+		return nil, fmt.Errorf("%w: %s: Run is nil", ErrInvalidTarget, name)
+	}
+	raw, err := json.Marshal(defaults)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: encode defaults: %v", ErrInvalidTarget, name, err)
+	}
+	canon, err := canonjson.Canonicalize(raw)
+	if err != nil || !bytes.HasPrefix(canon, []byte("{")) {
+		return nil, fmt.Errorf("%w: %s: defaults must encode as a JSON object, got %s", ErrInvalidTarget, name, raw)
+	}
+	t := &target{
+		info: TargetInfo{
+			Name:         name,
+			Kind:         kind,
+			CodeVersion:  codeVersion,
+			Registration: bundle.Registration{Tools: []bundle.Tool{}, Steps: []bundle.Step{}},
+			Inputs:       canon,
+		},
+		stepEffects: make(map[string]Effect),
+		tools:       make(map[string]*ToolDef),
+		decode: func(raw json.RawMessage) (any, error) {
+			var in I
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&in); err != nil {
+				return nil, err
+			}
+			return in, nil
+		},
+		run: func(ctx context.Context, in any) (any, error) { return run(ctx, in.(I)) },
+	}
+	ids := make(map[string]bool)
+	for _, s := range steps {
+		if err := checkStepSpec(s); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrInvalidTarget, name, err)
+		}
+		if ids[s.ID] {
+			return nil, fmt.Errorf("%w: %s: step id %s declared twice", ErrInvalidTarget, name, s.ID)
+		}
+		ids[s.ID] = true
+		if !isReservedStepID(s.ID) {
+			t.stepEffects[s.Name] = Effect(s.Effect)
+		}
+		t.info.Registration.Steps = append(t.info.Registration.Steps, s)
+	}
+	return t, nil
+}
+
+// Reserved step names: the ids of child runs, signal sends and gathers.
+const (
+	stepChild   = "child"
+	stepSigSend = "sigsend"
+	stepGather  = "gather"
+)
+
+func isReservedStepID(id string) bool {
+	prefix, _, ok := strings.Cut(id, ":")
+	return ok && (prefix == stepChild || prefix == stepSigSend || prefix == stepGather)
+}
+
+// checkStepName reports whether name can name a step: not empty, no ':',
+// and not one of the reserved names child, sigsend and gather.
+func checkStepName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("a step needs a name")
+	case strings.Contains(name, ":"):
+		return fmt.Errorf("step name %q contains ':'", name)
+	case name == stepChild || name == stepSigSend || name == stepGather:
+		return fmt.Errorf("step name %q is reserved", name)
+	}
+	return nil
+}
+
+func checkStepSpec(s bundle.Step) error {
+	if !Effect(s.Effect).Valid() {
+		return fmt.Errorf("step %s: effect %q is not read, write or pure", s.ID, s.Effect)
+	}
+	if isReservedStepID(s.ID) {
+		if s.Effect != string(Write) {
+			return fmt.Errorf("step %s: child runs, signal sends and gathers are writes", s.ID)
+		}
+		return nil
+	}
+	if s.ID != s.Name {
+		return fmt.Errorf("step %s: the id of a step is its name (got name %q)", s.ID, s.Name)
+	}
+	return checkStepName(s.Name)
+}
+
+// StepSpec is the registration entry of a step: {id: name, name, effect}.
+func StepSpec(name string, effect Effect) bundle.Step {
+	return bundle.Step{ID: name, Name: name, Effect: string(effect)}
+}
+
+// ChildSpec is the registration entry of the n-th child run (Child), which
+// runs target: {id: "child:<n>", name: target, effect: write}.
+func ChildSpec(n int, target string) bundle.Step {
+	return bundle.Step{ID: stepChild + ":" + strconv.Itoa(n), Name: target, Effect: string(Write)}
+}
+
+// SigSendSpec is the registration entry of the n-th signal send
+// (SendSignal): {id: "sigsend:<n>", name: signal, effect: write}.
+func SigSendSpec(n int, signal string) bundle.Step {
+	return bundle.Step{ID: stepSigSend + ":" + strconv.Itoa(n), Name: signal, Effect: string(Write)}
+}
+
+// GatherSpec is the registration entry of the gather with the given id
+// (Gather): {id: "gather:<id>", name: id, effect: write}.
+func GatherSpec(id string) bundle.Step {
+	return bundle.Step{ID: stepGather + ":" + id, Name: id, Effect: string(Write)}
+}
+
+func (r *Registry) add(t *target) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.targets[t.info.Name]; ok {
+		return fmt.Errorf("%w: %s", ErrDuplicateTarget, t.info.Name)
+	}
+	r.targets[t.info.Name] = t
+	return nil
+}
+
+func (r *Registry) get(name string) (*target, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t := r.targets[name]
+	if t == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownTarget, name)
+	}
+	return t, nil
+}
+
+// Lookup returns the target registered under name.
+func (r *Registry) Lookup(name string) (TargetInfo, bool) {
+	t, err := r.get(name)
+	if err != nil {
+		return TargetInfo{}, false
+	}
+	return t.info, true
+}
+
+// Targets returns every registered target, sorted by name.
+func (r *Registry) Targets() []TargetInfo {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := slices.Sorted(maps.Keys(r.targets))
+	out := make([]TargetInfo, len(names))
+	for i, n := range names {
+		out[i] = r.targets[n].info
+	}
+	return out
+}
+
+// inputs merges overrides into the target's defaults and checks that they
+// decode into its input type. It returns the canonical inputs object and the
+// decoded value.
+func (t *target) inputs(overrides map[string]json.RawMessage) (json.RawMessage, any, error) {
+	var merged map[string]json.RawMessage
+	if err := json.Unmarshal(t.info.Inputs, &merged); err != nil {
+		return nil, nil, fmt.Errorf("%w: %s: defaults: %v", ErrInvalidInputs, t.info.Name, err)
+	}
+	for k, v := range overrides {
+		if _, ok := merged[k]; !ok {
+			return nil, nil, fmt.Errorf("%w: %s accepts no input %q (it accepts %s)", ErrInvalidInputs,
+				t.info.Name, k, strings.Join(slices.Sorted(maps.Keys(merged)), ", "))
+		}
+		if !json.Valid(v) {
+			return nil, nil, fmt.Errorf("%w: input %q is not JSON", ErrInvalidInputs, k)
+		}
+		merged[k] = v
+	}
+	raw, err := json.Marshal(merged)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidInputs, err)
+	}
+	canon, err := canonjson.Canonicalize(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidInputs, err)
+	}
+	in, err := t.decode(canon)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %s: %v", ErrInvalidInputs, t.info.Name, err)
+	}
+	return canon, in, nil
+}
+
+// ToolDef is a tool an agent offers. Build it with NewTool or SubAgentTool.
+type ToolDef struct {
+	name        string
+	description string
+	readOnly    bool
+	subAgent    string
+	fn          func(ctx context.Context, input json.RawMessage) (any, error)
+}
+
+// NewTool returns a tool that decodes its input (the tool_use input) into an
+// I and runs fn. The tool is a write unless marked ReadOnly. An input that
+// does not decode is recorded as a call error of type "invalid_tool_input".
+func NewTool[I, O any](name, description string, fn func(ctx context.Context, in I) (O, error)) ToolDef {
+	return ToolDef{
+		name:        name,
+		description: description,
+		fn: func(ctx context.Context, raw json.RawMessage) (any, error) {
+			var in I
+			if err := json.Unmarshal(raw, &in); err != nil {
+				return nil, Errorf("invalid_tool_input", "tool %s: %v", name, err)
+			}
+			return fn(ctx, in)
+		},
+	}
+}
+
+// SubAgentTool returns a tool that runs the registered agent named agent as a
+// child run, with the tool_use input as its inputs; the tool's result is the
+// agent's result. Sub-agent tools are reads.
+func SubAgentTool(name, description, agent string) ToolDef {
+	return ToolDef{name: name, description: description, subAgent: agent}
+}
+
+// ReadOnly returns a copy of the tool declared read-only.
+func (t ToolDef) ReadOnly() ToolDef {
+	t.readOnly = true
+	return t
+}
+
+// Name returns the tool's name.
+func (t ToolDef) Name() string { return t.name }
+
+// SubAgent returns the agent a sub-agent tool runs, or "".
+func (t ToolDef) SubAgent() string { return t.subAgent }
+
+// Writes reports whether the tool is a write: it is, unless declared
+// read-only or a sub-agent.
+func (t ToolDef) Writes() bool { return !t.readOnly && t.subAgent == "" }

@@ -1,0 +1,212 @@
+package flow_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/messages"
+)
+
+// ladder is a small stand-in for the case-run engine: supplied answers by
+// call id, writes refused without a token, everything else live. It
+// observes what was journaled.
+type ladder struct {
+	answers map[string]flow.Resolution
+	allow   map[string]bool
+
+	mu  sync.Mutex
+	obs []string
+}
+
+func (l *ladder) Resolve(_ context.Context, c flow.Call) (flow.Resolution, error) {
+	if r, ok := l.answers[c.ID()]; ok {
+		return r, nil
+	}
+	if c.Effect == flow.Write && !l.allow[c.Token] {
+		return flow.StopWith(&flow.StopError{Code: messages.WriteNotAllowed,
+			Message: c.ID() + " is a write", StopToken: c.Token}), nil
+	}
+	r := flow.Live()
+	r.Provenance = "live"
+	return r, nil
+}
+
+func (l *ladder) Observe(_ context.Context, o flow.Observation) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	rec := string(o.Record.Result)
+	if o.Record.Error != nil {
+		rec = "error " + string(o.Record.Error)
+	}
+	l.obs = append(l.obs, o.Call.ID()+" "+o.Resolution.Provenance+" "+rec)
+}
+
+func TestResolverLadder(t *testing.T) {
+	t.Parallel()
+	l := &ladder{
+		answers: map[string]flow.Resolution{
+			"step:quote:0": flow.Answer(json.RawMessage(`{"price": 5}`), "simulated"),
+			"step:check:0": flow.AnswerError(flow.Errorf("Fraud", "blocked"), "reused"),
+		},
+		allow: map[string]bool{},
+	}
+	e := setup(t)
+	var ran atomic.Int64
+	mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, string]{
+		Name: "shop", Steps: []bundle.Step{flow.StepSpec("quote", flow.Read), flow.StepSpec("reserve", flow.Write)},
+		Run: func(ctx context.Context, _ none) (string, error) {
+			q, err := flow.Step(ctx, "quote", "SKU", func(context.Context, string) (map[string]int, error) {
+				ran.Add(1)
+				return map[string]int{"price": 1}, nil
+			})
+			if err != nil || q["price"] != 5 {
+				t.Errorf("quote %v %v", q, err)
+			}
+			_, err = flow.Step(ctx, "check", 0, func(context.Context, int) (int, error) { ran.Add(1); return 0, nil }, flow.WithEffect(flow.Read))
+			var ce *flow.CallError
+			if !errors.As(err, &ce) || ce.Type != "Fraud" {
+				t.Errorf("check: %v", err)
+			}
+			if _, err := flow.Now(ctx); err != nil {
+				t.Errorf("now: %v", err)
+			}
+			_, err = flow.Step(ctx, "reserve", 2, func(context.Context, int) (int, error) { ran.Add(1); return 0, nil })
+			var stop *flow.StopError
+			if !errors.As(err, &stop) || stop.Code != messages.WriteNotAllowed {
+				t.Errorf("reserve: %v", err)
+			}
+			// The target ignores the stop: later calls get it too, unrecorded.
+			if _, err := flow.Random(ctx); !errors.Is(err, stop) {
+				t.Errorf("a call after the stop: %v", err)
+			}
+			return "ignored the stop", nil
+		},
+	}))
+	out, err := e.rt.Run(context.Background(), flow.RunParams{RunID: "r", Target: "shop", Resolver: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != flow.StatusError || out.Code != messages.WriteNotAllowed || out.StopKey != "step:reserve:0" || out.StopToken != "step:reserve" {
+		t.Fatalf("%+v", out)
+	}
+	if ran.Load() != 0 {
+		t.Errorf("%d step functions ran; answered and refused calls must not run", ran.Load())
+	}
+	checkTrace(t, e, "r", []string{"run:start", "call:start step:quote:0", "call:done step:quote:0",
+		"call:start step:check:0", "call:done step:check:0", "call:start now:0", "call:done now:0",
+		"run:error write_not_allowed"})
+	var provenance []string
+	for _, ev := range e.log.Events("r") {
+		if ev.Kind == flow.EventCallDone {
+			provenance = append(provenance, ev.Provenance)
+		}
+	}
+	if !slices.Equal(provenance, []string{"simulated", "reused", "live"}) {
+		t.Errorf("provenance %v", provenance)
+	}
+	wantObs := []string{
+		`step:quote:0 simulated {"price":5}`,
+		`step:check:0 reused error {"message":"blocked","type":"Fraud"}`,
+		`now:0 live "2026-11-30T10:00:00Z"`,
+	}
+	if !slices.Equal(l.obs, wantObs) {
+		t.Errorf("observed %q\nwant %q", l.obs, wantObs)
+	}
+	raw := e.log.EventsJSON("r")
+	if last := string(raw[len(raw)-1]); !strings.Contains(last, `"stop_key":"step:reserve:0","stop_token":"step:reserve"`) {
+		t.Errorf("terminal %s", last)
+	}
+}
+
+func TestResolverWrongShapedAnswers(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, id string
+		answer   string
+		body     func(ctx context.Context) error
+	}{
+		{"signal without payload", "signal:go:0", `{"value":1}`, func(ctx context.Context) error {
+			_, _, err := flow.ReceiveSignal[int](ctx, "go", 0)
+			return err
+		}},
+		{"interrupt without action", "interrupt:ask:0", `{"value":1}`, func(ctx context.Context) error {
+			_, err := flow.Interrupt(ctx, "ask", nil)
+			return err
+		}},
+		{"step of another type", "step:n:0", `"seven"`, func(ctx context.Context) error {
+			_, err := flow.Step(ctx, "n", 0, func(context.Context, int) (int, error) { return 7, nil })
+			return err
+		}},
+		{"model of another shape", "model:0", `{"role":"user","content":"x"}`, func(ctx context.Context) error {
+			_, err := flow.Model(ctx, flow.ModelRequest{})
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, withResolver(flow.ResolverFunc(func(_ context.Context, c flow.Call) (flow.Resolution, error) {
+				return flow.Answer(json.RawMessage(tt.answer), "simulated"), nil
+			})))
+			mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, int]{
+				Name: "w", Run: func(ctx context.Context, _ none) (int, error) { return 0, tt.body(ctx) },
+			}))
+			out := e.run(t, "r", "w")
+			if out.Code != messages.MissingContext || out.StopKey != tt.id || !strings.Contains(out.Message, "wrong shape") {
+				t.Errorf("%+v", out)
+			}
+			checkTrace(t, e, "r", []string{"run:start", "run:error missing_context"})
+		})
+	}
+}
+
+func TestModelOverridesAndAnswers(t *testing.T) {
+	t.Parallel()
+	var inputs []json.RawMessage
+	var mu sync.Mutex
+	e := setup(t, withResolver(flow.ResolverFunc(func(_ context.Context, c flow.Call) (flow.Resolution, error) {
+		mu.Lock()
+		inputs = append(inputs, c.Input)
+		mu.Unlock()
+		return flow.Answer(json.RawMessage(`"plain text answer"`), "simulated"), nil
+	})))
+	mustRegister(t, flow.RegisterAgent(e.reg, flow.Agent[none, string]{
+		Name: "ag", Model: "m-default", System: "sys-default",
+		Run: func(ctx context.Context, _ none) (string, error) {
+			r, err := flow.Model(ctx, flow.ModelRequest{Messages: []flow.Message{flow.UserText("hi")}})
+			return r.Text(), err
+		},
+	}))
+	out, err := e.rt.Run(context.Background(), flow.RunParams{RunID: "r", Target: "ag", Model: "m-new", System: "sys-new"})
+	if err != nil || string(out.Result) != `"plain text answer"` {
+		t.Fatalf("%+v %v", out, err)
+	}
+	want := `{"messages":[{"content":"hi","role":"user"}],"model":"m-new","system":"sys-new","tools":[]}`
+	if len(inputs) != 1 || string(inputs[0]) != want {
+		t.Errorf("model input %s, want %s", inputs, want)
+	}
+	if got := result(t, e.log, "r", "model:0"); string(got) != `"plain text answer"` {
+		t.Errorf("recorded %s", got)
+	}
+
+	// Live, with no model client anywhere: the run stops.
+	e2 := setup(t)
+	mustRegister(t, flow.RegisterAgent(e2.reg, flow.Agent[none, string]{
+		Name: "ag", Model: "m",
+		Run: func(ctx context.Context, _ none) (string, error) {
+			_, err := flow.Model(ctx, flow.ModelRequest{})
+			return "", err
+		},
+	}))
+	if out := e2.run(t, "r", "ag"); out.Code != messages.RuntimeError || out.StopKey != "model:0" || !strings.Contains(out.Message, "no model client") {
+		t.Errorf("%+v", out)
+	}
+}

@@ -1,0 +1,716 @@
+package flow
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/bundle/canonjson"
+	"github.com/pyrula/caseworker/messages"
+)
+
+// Config configures a Runtime. Registry and Log are required; every other
+// field has a default.
+type Config struct {
+	// Registry holds the targets the runtime can run.
+	Registry *Registry
+	// Log holds the runs' journals.
+	Log Log
+	// Resolver decides how calls are resolved; default LiveResolver. Child
+	// runs (Child, Gather, sub-agent tools) always use this resolver.
+	Resolver Resolver
+	// Models is the model client of agents that have none of their own.
+	Models ModelClient
+	// Signals delivers signals (SendSignal, ReceiveSignal). Signals,
+	// Interrupts and Streams left nil share one new MemInbox.
+	Signals Signals
+	// Interrupts holds the answers to interrupts (Interrupt).
+	Interrupts Interrupts
+	// Streams reads external streams (ReadStream).
+	Streams Streams
+	// Clock is the runs' clock; default SystemClock.
+	Clock Clock
+	// Random returns live random numbers in [0, 1); default math/rand/v2.
+	Random func() float64
+	// FinishTimeout bounds writes that must happen after a run's context is
+	// done (the terminal event of a cancelled run, the call:done of a call
+	// that finished as the context ended); default 5s.
+	FinishTimeout time.Duration
+}
+
+// Runtime executes targets durably: every call is journaled in the Log before
+// the target sees its result, and a run that stopped without a terminal
+// event resumes from its journal when it is run again.
+type Runtime struct {
+	cfg Config
+}
+
+// NewRuntime returns a Runtime for cfg.
+func NewRuntime(cfg Config) (*Runtime, error) {
+	if cfg.Registry == nil {
+		return nil, errors.New("flow: Config.Registry is required")
+	}
+	if cfg.Log == nil {
+		return nil, errors.New("flow: Config.Log is required")
+	}
+	if cfg.Signals == nil || cfg.Interrupts == nil || cfg.Streams == nil {
+		inbox := NewMemInbox()
+		cfg.Signals = cmp.Or[Signals](cfg.Signals, inbox)
+		cfg.Interrupts = cmp.Or[Interrupts](cfg.Interrupts, inbox)
+		cfg.Streams = cmp.Or[Streams](cfg.Streams, inbox)
+	}
+	cfg.Resolver = cmp.Or[Resolver](cfg.Resolver, LiveResolver{})
+	cfg.Clock = cmp.Or[Clock](cfg.Clock, SystemClock{})
+	if cfg.Random == nil {
+		cfg.Random = rand.Float64
+	}
+	cfg.FinishTimeout = cmp.Or(cfg.FinishTimeout, 5*time.Second)
+	return &Runtime{cfg: cfg}, nil
+}
+
+// Registry returns the runtime's registry.
+func (rt *Runtime) Registry() *Registry { return rt.cfg.Registry }
+
+// RunParams names the run to execute and how.
+type RunParams struct {
+	// RunID names the run; required. A run id whose journal has events is
+	// resumed; one whose journal has a terminal event is not run again (Run
+	// returns its recorded outcome).
+	RunID string
+	// Target is the registered target's name; required.
+	Target string
+	// Inputs override the target's defaults, by input name (raw JSON
+	// values). They are used when the run starts; a resumed run uses the
+	// inputs of its run:start event and ignores these.
+	Inputs map[string]json.RawMessage
+	// Resolver overrides Config.Resolver for this run (not its children).
+	Resolver Resolver
+	// Models overrides the model client for this run's model calls.
+	Models ModelClient
+	// Model, when set, replaces the model id of every model call of this
+	// run (--model).
+	Model string
+	// System, when set, replaces the system prompt of every model call of
+	// this run (--prompt-file).
+	System string
+	// Clock overrides Config.Clock for this run and its children.
+	Clock Clock
+}
+
+// Status is how a run ended.
+type Status string
+
+// The statuses of an Outcome.
+const (
+	// StatusComplete: run:complete; Outcome.Result is the result.
+	StatusComplete Status = "complete"
+	// StatusError: run:error; Outcome.Code, Message, StopKey, StopToken.
+	StatusError Status = "error"
+	// StatusCancelled: run:cancelled.
+	StatusCancelled Status = "cancelled"
+	// StatusSuspended: the run waits for an answer from outside (an
+	// interrupt); no terminal event was written and running it again
+	// resumes it.
+	StatusSuspended Status = "suspended"
+)
+
+// Outcome is how a run ended.
+type Outcome struct {
+	// RunID is the run's id.
+	RunID string
+	// Status is how the run ended.
+	Status Status
+	// Result is the target's result, for StatusComplete.
+	Result json.RawMessage
+	// Code is the reason code, for StatusError (and messages.Cancelled for
+	// StatusCancelled).
+	Code messages.Code
+	// Message, StopKey and StopToken are the run:error's other fields
+	// (empty StopKey and StopToken are null in the event).
+	Message   string
+	StopKey   string // see Message
+	StopToken string // see Message
+	// SuspendedAt is the identity of the call the run waits on, for
+	// StatusSuspended.
+	SuspendedAt string
+	// LastSeq is the run's last run_seq.
+	LastSeq int64
+	// Terminal is the terminal event; nil for StatusSuspended.
+	Terminal *Event
+}
+
+// Err returns the outcome as an error: nil when the run completed, a
+// *StopError for StatusError, and errors wrapping ErrRunCancelled or
+// ErrSuspended for the other statuses.
+func (o Outcome) Err() error {
+	switch o.Status {
+	case StatusComplete:
+		return nil
+	case StatusError:
+		return &StopError{Code: o.Code, Message: o.Message, StopKey: o.StopKey, StopToken: o.StopToken}
+	case StatusCancelled:
+		return fmt.Errorf("run %s: %w", o.RunID, ErrRunCancelled)
+	case StatusSuspended:
+		return fmt.Errorf("run %s at %s: %w", o.RunID, o.SuspendedAt, ErrSuspended)
+	}
+	return fmt.Errorf("run %s: unknown status %q", o.RunID, o.Status)
+}
+
+// Run executes (or resumes) a run of a registered target until it completes,
+// fails, is cancelled or suspends, and returns its Outcome.
+//
+// The error is non-nil only when the run stopped without an outcome: its
+// context was done (the run is abandoned as by a crash, with no terminal
+// event, and can be resumed; the error wraps context.Cause), or the Log
+// failed. Unknown targets give ErrUnknownTarget, bad inputs
+// ErrInvalidInputs, both before anything is journaled. To end a run with
+// run:cancelled, cancel its context with cause ErrRunCancelled.
+func (rt *Runtime) Run(ctx context.Context, p RunParams) (Outcome, error) {
+	if p.RunID == "" {
+		return Outcome{}, errors.New("flow: RunParams.RunID is required")
+	}
+	t, err := rt.cfg.Registry.get(p.Target)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return rt.execute(ctx, t, p)
+}
+
+type recordedCall struct {
+	ref    CallRef
+	wakeAt time.Time
+}
+
+// run is the state of one executing run.
+type run struct {
+	rt       *Runtime
+	id       string
+	t        *target
+	resolver Resolver
+	models   ModelClient
+	model    string
+	system   string
+	clock    Clock
+
+	mu          sync.Mutex // serializes calls
+	calls       []recordedCall
+	results     map[string]bundle.Result
+	pos         int
+	counters    map[string]int
+	seen        map[string]bool
+	lastSeq     int64
+	stop        *StopError // the run stopped with a reason code
+	suspendedAt string     // the call the run waits on
+	abandoned   error      // the run's context ended
+	fatal       error      // the Log failed
+}
+
+type runKey struct{}
+
+// runFrom returns the run of a target's context.
+func runFrom(ctx context.Context) (*run, error) {
+	r, _ := ctx.Value(runKey{}).(*run)
+	if r == nil {
+		return nil, ErrNoRun
+	}
+	return r, nil
+}
+
+// RunID returns the id of the run whose target's context ctx is, or "".
+func RunID(ctx context.Context) string {
+	if r, err := runFrom(ctx); err == nil {
+		return r.id
+	}
+	return ""
+}
+
+func (rt *Runtime) execute(ctx context.Context, t *target, p RunParams) (Outcome, error) {
+	rec, err := rt.cfg.Log.Load(ctx, p.RunID)
+	if err != nil {
+		return Outcome{RunID: p.RunID}, fmt.Errorf("flow: load run %s: %w", p.RunID, err)
+	}
+	r := &run{
+		rt:       rt,
+		id:       p.RunID,
+		t:        t,
+		resolver: cmp.Or(p.Resolver, rt.cfg.Resolver),
+		models:   p.Models,
+		model:    p.Model,
+		system:   p.System,
+		clock:    cmp.Or(p.Clock, rt.cfg.Clock),
+		results:  make(map[string]bundle.Result, len(rec.Results)),
+		counters: make(map[string]int),
+		seen:     make(map[string]bool),
+	}
+	if r.models == nil {
+		r.models = cmp.Or(t.client, rt.cfg.Models)
+	}
+	var start *Event
+	for i := range rec.Events {
+		ev := &rec.Events[i]
+		r.lastSeq = max(r.lastSeq, ev.RunSeq)
+		switch {
+		case ev.Kind == EventRunStart:
+			start = ev
+		case ev.Kind == EventCallStart && ev.Call != nil:
+			r.calls = append(r.calls, recordedCall{ref: *ev.Call, wakeAt: ev.WakeAt})
+		case ev.Kind.Terminal():
+			return outcomeOf(p.RunID, *ev), nil
+		}
+	}
+	for _, res := range rec.Results {
+		r.results[res.Kind+":"+res.Key] = res
+	}
+
+	var in any
+	if start == nil {
+		inputs, decoded, err := t.inputs(p.Inputs)
+		if err != nil {
+			return Outcome{RunID: p.RunID, LastSeq: r.lastSeq}, err
+		}
+		in = decoded
+		ev := Event{Kind: EventRunStart, At: r.now(), Inputs: inputs, CodeVersion: t.info.CodeVersion}
+		r.mu.Lock()
+		err = r.appendLocked(ctx, ctx, Batch{Events: []Event{ev}})
+		r.mu.Unlock()
+		if err != nil {
+			return r.abandonedOutcome(ctx, err)
+		}
+	} else {
+		decoded, err := t.decode(start.Inputs)
+		if err != nil {
+			return r.finish(ctx, nil, Stopf(messages.RuntimeError,
+				"the inputs recorded on run:start do not decode into %s's inputs: %v", t.info.Name, err))
+		}
+		in = decoded
+	}
+
+	result, err := r.invoke(context.WithValue(ctx, runKey{}, r), in)
+	return r.finish(ctx, result, err)
+}
+
+// invoke runs the target's body, turning a panic into an error.
+func (r *run) invoke(ctx context.Context, in any) (result any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return r.t.run(ctx, in)
+}
+
+func (r *run) now() time.Time { return r.clock.Now().UTC() }
+
+// finish ends the run after its body returned: it writes the terminal event
+// (unless the run was abandoned or suspended) and returns the outcome.
+func (r *run) finish(ctx context.Context, result any, err error) (Outcome, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.abandoned != nil || (err != nil && ctx.Err() != nil) {
+		if errors.Is(context.Cause(ctx), ErrRunCancelled) {
+			return r.terminalLocked(ctx, Event{Kind: EventRunCancelled, At: r.now()})
+		}
+		cause := r.abandoned
+		if cause == nil {
+			cause = fmt.Errorf("flow: run %s abandoned: %w", r.id, context.Cause(ctx))
+		}
+		return Outcome{RunID: r.id, LastSeq: r.lastSeq}, cause
+	}
+	if r.fatal != nil {
+		return Outcome{RunID: r.id, LastSeq: r.lastSeq}, r.fatal
+	}
+	if r.suspendedAt != "" || errors.Is(err, ErrSuspended) {
+		return Outcome{RunID: r.id, Status: StatusSuspended, SuspendedAt: r.suspendedAt, LastSeq: r.lastSeq}, nil
+	}
+	stop := r.stop
+	if stop == nil && r.pos < len(r.calls) {
+		rec := r.calls[r.pos]
+		stop = &StopError{
+			Code: messages.ReplayInputChanged,
+			Message: fmt.Sprintf("the journal recorded call %d %s (fingerprint %s) but the resumed run ended without making it",
+				r.pos, rec.ref.ID(), rec.ref.Fingerprint),
+			StopKey: rec.ref.ID(),
+		}
+	}
+	if stop == nil && err != nil && !errors.As(err, &stop) {
+		stop = &StopError{Code: messages.RuntimeError, Message: err.Error()}
+	}
+	if stop == nil {
+		raw, merr := json.Marshal(result)
+		if merr == nil {
+			raw, merr = canonjson.Canonicalize(raw)
+		}
+		if merr != nil {
+			stop = Stopf(messages.RuntimeError, "the result of %s does not encode as JSON: %v", r.t.info.Name, merr)
+		} else {
+			return r.terminalLocked(ctx, Event{Kind: EventRunComplete, At: r.now(), Result: raw})
+		}
+	}
+	return r.terminalLocked(ctx, Event{Kind: EventRunError, At: r.now(), Code: stop.Code,
+		Message: stop.Message, StopKey: stop.StopKey, StopToken: stop.StopToken})
+}
+
+func (r *run) terminalLocked(ctx context.Context, ev Event) (Outcome, error) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.rt.cfg.FinishTimeout)
+	defer cancel()
+	seq, err := r.rt.cfg.Log.Finish(wctx, r.id, ev)
+	if err != nil {
+		return Outcome{RunID: r.id, LastSeq: r.lastSeq}, fmt.Errorf("flow: finish run %s: %w", r.id, err)
+	}
+	ev.RunSeq = seq
+	r.lastSeq = seq
+	return outcomeOf(r.id, ev), nil
+}
+
+func (r *run) abandonedOutcome(ctx context.Context, err error) (Outcome, error) {
+	if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrRunCancelled) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.terminalLocked(ctx, Event{Kind: EventRunCancelled, At: r.now()})
+	}
+	return Outcome{RunID: r.id, LastSeq: r.lastSeq}, err
+}
+
+// outcomeOf reads an outcome from a terminal event.
+func outcomeOf(runID string, ev Event) Outcome {
+	o := Outcome{RunID: runID, LastSeq: ev.RunSeq, Terminal: &ev}
+	switch ev.Kind {
+	case EventRunComplete:
+		o.Status = StatusComplete
+		o.Result = ev.Result
+	case EventRunError:
+		o.Status = StatusError
+		o.Code, o.Message, o.StopKey, o.StopToken = ev.Code, ev.Message, ev.StopKey, ev.StopToken
+	case EventRunCancelled:
+		o.Status = StatusCancelled
+		o.Code = messages.Cancelled
+	}
+	return o
+}
+
+// callSpec describes a call before it gets its key.
+type callSpec struct {
+	kind CallKind
+	// key is a fixed key (a tool-use id, gather:<id>); when empty the key is
+	// prefix + the count of earlier calls with the same counter.
+	key     string
+	counter string
+	prefix  string
+	name    string
+	effect  Effect
+	input   any
+	// token is the --allow-write token; tokenIsKey makes it "step:<key>".
+	token      string
+	tokenIsKey bool
+	// wait, when positive, makes the call wait until wake_at = its start +
+	// wait; a resumed call keeps the recorded wake_at.
+	wait time.Duration
+	// tool is the tool's name for tool calls.
+	tool string
+}
+
+// liveFunc runs a call live. ctx carries no run. wakeAt is the end of the
+// call's wait (zero without one). It returns the result to encode as JSON,
+// or an error: a *StopError stops the run, ErrSuspended suspends it, an
+// opError fails it without recording, anything else is recorded as the
+// call's error.
+type liveFunc func(ctx context.Context, c Call, wakeAt time.Time) (any, error)
+
+// opError is an operational failure of a live call (a child run's journal
+// failed): not recorded, the run fails with it.
+type opError struct{ err error }
+
+func (e opError) Error() string { return e.err.Error() }
+func (e opError) Unwrap() error { return e.err }
+
+// stopf stops the run with a reason code (used by the typed calls for
+// misuse, such as an invalid step name).
+func (r *run) stopf(code messages.Code, format string, args ...any) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.blockedLocked(); err != nil {
+		return err
+	}
+	return r.stopLocked(Stopf(code, format, args...))
+}
+
+func (r *run) stopLocked(s *StopError) error {
+	if r.stop == nil {
+		r.stop = s
+	}
+	return r.stop
+}
+
+func (r *run) abandonLocked(ctx context.Context) error {
+	if r.abandoned == nil {
+		r.abandoned = fmt.Errorf("flow: run %s abandoned: %w", r.id, context.Cause(ctx))
+	}
+	return r.abandoned
+}
+
+// blockedLocked returns the error every call gets once the run cannot go on.
+func (r *run) blockedLocked() error {
+	switch {
+	case r.abandoned != nil:
+		return r.abandoned
+	case r.fatal != nil:
+		return r.fatal
+	case r.stop != nil:
+		return r.stop
+	case r.suspendedAt != "":
+		return fmt.Errorf("%w: waiting on %s", ErrSuspended, r.suspendedAt)
+	}
+	return nil
+}
+
+// appendLocked appends b under wctx; runCtx tells an append that failed
+// because the run's context ended from one where the Log failed.
+func (r *run) appendLocked(runCtx, wctx context.Context, b Batch) error {
+	seq, err := r.rt.cfg.Log.Append(wctx, r.id, b)
+	if err != nil {
+		if runCtx.Err() != nil {
+			return r.abandonLocked(runCtx)
+		}
+		r.fatal = fmt.Errorf("flow: run %s: append: %w", r.id, err)
+		return r.fatal
+	}
+	r.lastSeq = seq
+	return nil
+}
+
+// call makes one call: it checks the call against the run's journal,
+// resolves it, journals it and hands its result to decode. It returns nil,
+// a *CallError (the call's recorded error) or the error that stops the run.
+func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(json.RawMessage) error) error {
+	canon, fp, ferr := Fingerprint(s.input)
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.blockedLocked(); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return r.abandonLocked(ctx)
+	}
+	key := s.key
+	if key == "" {
+		n := r.counters[s.counter]
+		r.counters[s.counter] = n + 1
+		key = s.prefix + strconv.Itoa(n)
+	}
+	c := Call{
+		CallRef: CallRef{Kind: s.kind, Key: key, Fingerprint: fp, Effect: s.effect},
+		RunID:   r.id,
+		Input:   canon,
+		Name:    s.name,
+		Token:   s.token,
+		Seq:     r.pos,
+	}
+	if s.tokenIsKey {
+		c.Token = "step:" + key
+	}
+	id := c.ID()
+	if ferr != nil {
+		return r.stopLocked(&StopError{Code: messages.RuntimeError, Message: fmt.Sprintf("call %s: %v", id, ferr), StopKey: id})
+	}
+	if r.seen[id] {
+		return r.stopLocked(&StopError{Code: messages.RuntimeError,
+			Message: fmt.Sprintf("call %s made twice in one run (tool-use and gather ids must be unique)", id), StopKey: id})
+	}
+	r.seen[id] = true
+
+	// 1. The run's own journal.
+	var inflight *recordedCall
+	if c.Seq < len(r.calls) {
+		rec := &r.calls[c.Seq]
+		if rec.ref.ID() != id || rec.ref.Fingerprint != fp {
+			return r.stopLocked(divergence(c, rec.ref))
+		}
+		r.pos++
+		if res, ok := r.results[id]; ok {
+			return r.deliverRecorded(c, res, decode)
+		}
+		inflight = rec
+	} else {
+		r.pos++
+	}
+
+	// 2. The resolver.
+	res, err := r.resolver.Resolve(ctx, c)
+	if err != nil {
+		if ctx.Err() != nil {
+			return r.abandonLocked(ctx)
+		}
+		return r.stopLocked(&StopError{Code: messages.RuntimeError, Message: fmt.Sprintf("resolve %s: %v", id, err), StopKey: id})
+	}
+	var answer json.RawMessage
+	switch res.Action {
+	case ActLive:
+	case ActStop:
+		stop := Stopf(messages.RuntimeError, "the resolver stopped call %s without a reason", id)
+		if res.Stop != nil {
+			cp := *res.Stop
+			stop = &cp
+		}
+		if stop.StopKey == "" {
+			stop.StopKey = id
+		}
+		return r.stopLocked(stop)
+	case ActAnswer:
+		if res.Error == nil {
+			answer, err = checkAnswer(s.kind, res.Result, decode)
+			if err != nil {
+				return r.stopLocked(&StopError{Code: messages.MissingContext,
+					Message: fmt.Sprintf("the answer for %s has the wrong shape: %v", id, err), StopKey: id})
+			}
+		}
+	default:
+		return r.stopLocked(&StopError{Code: messages.RuntimeError, Message: fmt.Sprintf("resolve %s: unknown action %v", id, res.Action), StopKey: id})
+	}
+
+	// 3. call:start, unless the journal has it.
+	var wakeAt time.Time
+	if s.wait > 0 {
+		if inflight != nil && !inflight.wakeAt.IsZero() {
+			wakeAt = inflight.wakeAt
+		} else {
+			wakeAt = r.now().Add(s.wait)
+		}
+	}
+	if inflight == nil {
+		ref := c.CallRef
+		start := Event{Kind: EventCallStart, At: r.now(), Call: &ref, Input: canon, WakeAt: wakeAt, Tool: s.tool}
+		if err := r.appendLocked(ctx, ctx, Batch{Events: []Event{start}}); err != nil {
+			return err
+		}
+	}
+
+	// 4. The result.
+	var result json.RawMessage
+	var cerr *CallError
+	if res.Action == ActLive {
+		out, err := live(context.WithValue(ctx, runKey{}, (*run)(nil)), c, wakeAt)
+		var stop *StopError
+		var op opError
+		switch {
+		case err == nil:
+			raw, merr := json.Marshal(out)
+			if merr == nil {
+				raw, merr = canonjson.Canonicalize(raw)
+			}
+			if merr != nil {
+				if ctx.Err() != nil {
+					return r.abandonLocked(ctx)
+				}
+				return r.stopLocked(&StopError{Code: messages.RuntimeError,
+					Message: fmt.Sprintf("the result of %s does not encode as JSON: %v", id, merr), StopKey: id})
+			}
+			result = raw
+		case ctx.Err() != nil:
+			return r.abandonLocked(ctx)
+		case errors.Is(err, ErrSuspended):
+			r.suspendedAt = id
+			return fmt.Errorf("%w: waiting on %s", ErrSuspended, id)
+		case errors.As(err, &stop):
+			cp := *stop
+			if cp.StopKey == "" {
+				cp.StopKey = id
+			}
+			return r.stopLocked(&cp)
+		case errors.As(err, &op):
+			r.fatal = fmt.Errorf("flow: run %s: %s: %w", r.id, id, op.err)
+			return r.fatal
+		default:
+			cerr = toCallError(err)
+		}
+	} else {
+		result, cerr = answer, res.Error
+	}
+
+	// 5. call:done and the result record, in one append. A call that
+	// finished as the run's context ended is still recorded.
+	record := bundle.Result{Key: c.Key, Kind: string(c.Kind), Fingerprint: fp}
+	if cerr != nil {
+		raw, _ := json.Marshal(cerr)
+		record.Error, _ = canonjson.Canonicalize(raw)
+	} else {
+		record.Result = result
+	}
+	ref := c.CallRef
+	done := Event{Kind: EventCallDone, At: r.now(), Call: &ref, Provenance: res.Provenance}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.rt.cfg.FinishTimeout)
+	defer cancel()
+	if err := r.appendLocked(ctx, wctx, Batch{Events: []Event{done}, Results: []bundle.Result{record}}); err != nil {
+		return err
+	}
+	r.results[id] = record
+	if obs, ok := r.resolver.(Observer); ok {
+		obs.Observe(ctx, Observation{Call: c, Resolution: res, Record: record})
+	}
+	if cerr != nil {
+		return &CallError{Type: cerr.Type, Message: cerr.Message}
+	}
+	if res.Action == ActLive {
+		if err := decode(result); err != nil {
+			return r.stopLocked(&StopError{Code: messages.RuntimeError,
+				Message: fmt.Sprintf("the result of %s does not decode: %v", id, err), StopKey: id})
+		}
+	}
+	return nil
+}
+
+// deliverRecorded hands a result recorded in the run's journal to the target.
+func (r *run) deliverRecorded(c Call, res bundle.Result, decode func(json.RawMessage) error) error {
+	if res.Error != nil {
+		var ce CallError
+		if err := json.Unmarshal(res.Error, &ce); err != nil {
+			return r.stopLocked(&StopError{Code: messages.RuntimeError,
+				Message: fmt.Sprintf("the recorded error of %s does not decode: %v", c.ID(), err), StopKey: c.ID()})
+		}
+		return &ce
+	}
+	if err := decode(res.Result); err != nil {
+		return r.stopLocked(&StopError{Code: messages.RuntimeError,
+			Message: fmt.Sprintf("the recorded result of %s does not decode: %v", c.ID(), err), StopKey: c.ID()})
+	}
+	return nil
+}
+
+// checkAnswer validates a resolver's answer and returns its canonical form.
+func checkAnswer(kind CallKind, result json.RawMessage, decode func(json.RawMessage) error) (json.RawMessage, error) {
+	if result == nil {
+		result = json.RawMessage("null")
+	}
+	if err := ValidateAnswer(kind, result); err != nil {
+		return nil, err
+	}
+	canon, err := canonjson.Canonicalize(result)
+	if err != nil {
+		return nil, err
+	}
+	if err := decode(canon); err != nil {
+		return nil, err
+	}
+	return canon, nil
+}
+
+// divergence is the stop for a resumed run whose call differs from the one
+// its journal recorded at the same position.
+func divergence(c Call, rec CallRef) *StopError {
+	var msg string
+	if rec.ID() == c.ID() {
+		msg = fmt.Sprintf("call %d %s: the journal recorded fingerprint %s, the resumed run made it with fingerprint %s (input %s)",
+			c.Seq, c.ID(), rec.Fingerprint, c.Fingerprint, c.Input)
+	} else {
+		msg = fmt.Sprintf("call %d: the journal recorded %s (fingerprint %s), the resumed run made %s (fingerprint %s)",
+			c.Seq, rec.ID(), rec.Fingerprint, c.ID(), c.Fingerprint)
+	}
+	return &StopError{Code: messages.ReplayInputChanged, Message: msg, StopKey: c.ID()}
+}
