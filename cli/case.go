@@ -37,6 +37,7 @@ no_fixture_store. A store is "memory:", "file:///abs/path" or a bare path
 		a.showCmd(),
 		a.deleteCmd(),
 		a.gcCmd(),
+		a.saveCmd(),
 	)
 	return c
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/messages"
 )
 
@@ -34,6 +35,9 @@ type Options struct {
 	// Now is the clock gc uses to decide which bundles are new (time.Now
 	// when nil).
 	Now func() time.Time
+	// Registry holds the binary's targets, for run, targets and case save
+	// (none when nil). cmd/pyrula registers the example targets.
+	Registry *flow.Registry
 }
 
 // Main runs pyrula's CLI with args (without the program name) and returns
@@ -75,6 +79,10 @@ func (o Options) Main(ctx context.Context, args []string, getenv func(string) st
 
 // report prints err the way its kind asks for and returns the exit status.
 func (a *app) report(cmd *cobra.Command, err error) int {
+	var status exitStatus
+	if errors.As(err, &status) {
+		return int(status)
+	}
 	if e := messages.AsError(err); e != nil {
 		msg := e.Message
 		if msg == "" {
@@ -120,6 +128,8 @@ type app struct {
 
 	// fixtureStore is the --fixture-store flag of the case commands.
 	fixtureStore string
+	// namespace is the --namespace flag of the journal commands.
+	namespace string
 }
 
 // name is the program name.
@@ -158,7 +168,7 @@ error (one "error:" line on stderr).`,
 		},
 	}
 	root.SetFlagErrorFunc(flagError)
-	root.AddCommand(a.caseCmd())
+	root.AddCommand(a.caseCmd(), a.runCmd(), a.targetsCmd(), a.eventsCmd(), a.dbCmd())
 	return root
 }
 

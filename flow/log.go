@@ -51,6 +51,10 @@ type Recorded struct {
 
 // Batch is what one Append writes atomically.
 type Batch struct {
+	// Target is the run's target name (set by the runtime on every Append),
+	// so that a Log that keeps run metadata can create the run on its first
+	// Append.
+	Target string
 	// Events to append, in order, without run_seq.
 	Events []Event
 	// Results to store, each {key, kind, fingerprint, result|error}.

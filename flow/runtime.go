@@ -473,6 +473,7 @@ func (r *run) blockedLocked() error {
 // appendLocked appends b under wctx; runCtx tells an append that failed
 // because the run's context ended from one where the Log failed.
 func (r *run) appendLocked(runCtx, wctx context.Context, b Batch) error {
+	b.Target = r.t.info.Name
 	seq, err := r.rt.cfg.Log.Append(wctx, r.id, b)
 	if err != nil {
 		if runCtx.Err() != nil {

@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/internal/version"
+	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/journal/capture"
+	"github.com/pyrula/caseworker/store"
+)
+
+// saveCmd is `case save TARGET RUN_ID [--fork-after-seq N] [--kind K]`.
+func (a *app) saveCmd() *cobra.Command {
+	var fork int64
+	var kind string
+	c := &cobra.Command{
+		Use:   "save TARGET RUN_ID",
+		Short: "Save a recorded run as a case, frozen at a fork point",
+		Long: `Reads run RUN_ID of TARGET from Valkey (--namespace) or else the PostgreSQL
+archive, captures it at --fork-after-seq (a run_seq; see pyrula events), and
+writes the bundle to the fixture store. Without --fork-after-seq only the
+inputs are kept. Prints {"fixture_hash", "fixture_store", "manifest_summary"};
+saving the same run at the same fork twice gives the same hash and one copy.
+
+--kind is detected from the run's model and tool calls; --kind workflow on a
+run with model or tool calls refuses with kind_mismatch.
+
+Refusals: no_fixture_store, capture_incomplete (a call in flight at the fork,
+or a result missing; the message lists them), kind_mismatch,
+bundle_too_large.`,
+		Args: exactArgs("TARGET", "RUN_ID"),
+	}
+	c.RunE = a.run(func(ctx context.Context, args []string) error {
+		p := capture.Params{Kind: bundle.Kind(kind), PyrulaVersion: version.Version}
+		if kind != "" && p.Kind != bundle.KindWorkflow && p.Kind != bundle.KindAgent {
+			return fmt.Errorf("case save: --kind %q is not workflow or agent", kind)
+		}
+		if c.Flags().Changed("fork-after-seq") {
+			if fork < 0 {
+				return fmt.Errorf("case save: --fork-after-seq %d is negative", fork)
+			}
+			p.ForkAfterSeq = &fork
+		}
+		return a.withStore(ctx, func(s store.Store) error {
+			return a.withJournal(ctx, func(j journal.Journal) error {
+				return a.save(ctx, s, j, args[0], args[1], p)
+			})
+		})
+	})
+	c.Flags().Int64Var(&fork, "fork-after-seq", 0, "the run_seq to fork after (default: keep only the inputs)")
+	c.Flags().StringVar(&kind, "kind", "", "workflow or agent (default: detected)")
+	a.journalFlags(c)
+	return c
+}
+
+func (a *app) save(ctx context.Context, s store.Store, j journal.Journal, target, runID string, p capture.Params) error {
+	r, err := j.Run(ctx, runID)
+	if errors.Is(err, journal.ErrRunNotFound) {
+		return fmt.Errorf("case save: run %s is in neither Valkey (namespace %s) nor the archive", runID, j.Namespace())
+	}
+	if err != nil {
+		return fmt.Errorf("case save: read run %s: %w", runID, err)
+	}
+	if r.Meta.TargetName != target {
+		return fmt.Errorf("case save: run %s is a run of %s, not %s", runID, r.Meta.TargetName, target)
+	}
+	if info, ok := a.registry().Lookup(target); ok {
+		p.Registration = info.Registration
+	} else {
+		return fmt.Errorf("case save: no target %q is registered in this binary (see %s targets)", target, a.name())
+	}
+	b, err := capture.Build(r, p)
+	if err != nil {
+		return err
+	}
+	c, err := bundle.Encode(b)
+	if err != nil {
+		return fmt.Errorf("case save: %w", err)
+	}
+	if _, err := store.Save(ctx, s, c); err != nil {
+		return fmt.Errorf("case save: %w", err)
+	}
+	return a.emit(importOutput{FixtureHash: c.Hash(), FixtureStore: s.Identity(), ManifestSummary: c.Summary()})
+}

@@ -1,0 +1,320 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/journallog"
+	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/journal/pgarchive"
+	"github.com/pyrula/caseworker/journal/valkeyjournal"
+	"github.com/pyrula/caseworker/messages"
+)
+
+// Environment of the runtime commands (the worker reads the same).
+const (
+	envValkeyURL    = "PYRULA_VALKEY_URL"
+	envNamespace    = "PYRULA_NAMESPACE"
+	envCompletedTTL = "PYRULA_COMPLETED_TTL"
+	envPostgresDSN  = "PYRULA_POSTGRES_DSN"
+
+	defaultValkeyURL = "redis://127.0.0.1:6379/0"
+)
+
+// journalFlags are the flags of the commands that read or write run
+// journals.
+func (a *app) journalFlags(c *cobra.Command) {
+	c.Flags().StringVar(&a.namespace, "namespace", "",
+		"journal namespace (default $PYRULA_NAMESPACE, then "+journal.DefaultNamespace+")")
+}
+
+// registry is the binary's registry of targets (empty when it registers
+// none).
+func (a *app) registry() *flow.Registry {
+	if a.opts.Registry != nil {
+		return a.opts.Registry
+	}
+	return flow.NewRegistry()
+}
+
+// withJournal opens the run journal the environment names: Valkey at
+// PYRULA_VALKEY_URL (default redis://127.0.0.1:6379/0) under --namespace /
+// PYRULA_NAMESPACE, archiving finished runs in PostgreSQL when
+// PYRULA_POSTGRES_DSN is set.
+func (a *app) withJournal(ctx context.Context, f func(journal.Journal) error) error {
+	ns := a.namespace
+	if ns == "" {
+		ns = a.getenv(envNamespace)
+	}
+	if ns == "" {
+		ns = journal.DefaultNamespace
+	}
+	if err := journal.CheckNamespace(ns); err != nil {
+		return err
+	}
+	var ttl time.Duration
+	if v := a.getenv(envCompletedTTL); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return messages.Errorf(messages.InvalidOverrides, "%s=%q is not a positive duration such as 24h", envCompletedTTL, v)
+		}
+		ttl = d
+	}
+	opts := valkeyjournal.Options{Namespace: ns, CompletedTTL: ttl}
+	if dsn := a.getenv(envPostgresDSN); dsn != "" {
+		pool, err := pgxpool.New(ctx, dsn)
+		if err != nil {
+			return fmt.Errorf("open the archive (%s): %w", envPostgresDSN, err)
+		}
+		defer pool.Close()
+		if err := pgarchive.Check(ctx, pool); err != nil {
+			return fmt.Errorf("archive (%s): %w", envPostgresDSN, err)
+		}
+		opts.Archive = pgarchive.New(pool)
+	}
+	url := a.getenv(envValkeyURL)
+	if url == "" {
+		url = defaultValkeyURL
+	}
+	copt, err := valkey.ParseURL(url)
+	if err != nil {
+		return fmt.Errorf("%s: not a redis:// or rediss:// URL", envValkeyURL)
+	}
+	copt.DisableCache = true
+	client, err := valkey.NewClient(copt)
+	if err != nil {
+		return fmt.Errorf("connect to Valkey at %s (%s): %w", Redact(url), envValkeyURL, err)
+	}
+	defer client.Close()
+	j, err := valkeyjournal.New(client, opts)
+	if err != nil {
+		return err
+	}
+	return f(j)
+}
+
+// runCmd is `run TARGET [--input K=JSON]…`: a live run of a registered
+// target, recorded in the journal.
+func (a *app) runCmd() *cobra.Command {
+	var inputs []string
+	var runID string
+	c := &cobra.Command{
+		Use:   "run TARGET",
+		Short: "Run a registered target live, recording it in the journal",
+		Long: `Runs TARGET live against the configured journal (Valkey at
+PYRULA_VALKEY_URL, default redis://127.0.0.1:6379/0; finished runs archived
+in PostgreSQL when PYRULA_POSTGRES_DSN is set) and prints one JSON object:
+run_id, status (complete, error, cancelled or suspended), last_seq and the
+terminal event. Exit 0 when the run completed, 3 when it failed, was
+cancelled or suspended. Inputs not given take the target's defaults (see
+pyrula targets). Running an existing run id resumes it from its journal.`,
+		Args: exactArgs("TARGET"),
+		RunE: a.run(func(ctx context.Context, args []string) error {
+			in, err := parseInputs(inputs)
+			if err != nil {
+				return err
+			}
+			if runID == "" {
+				runID = newRunID()
+			}
+			return a.withJournal(ctx, func(j journal.Journal) error {
+				return a.runTarget(ctx, j, args[0], runID, in)
+			})
+		}),
+	}
+	c.Flags().StringArrayVar(&inputs, "input", nil, "an input as KEY=JSON (repeatable), e.g. --input sku='\"SKU-42\"'")
+	c.Flags().StringVar(&runID, "run-id", "", "the run id (default a new run_<hex>)")
+	a.journalFlags(c)
+	return c
+}
+
+// runOutput is what `run` prints.
+type runOutput struct {
+	RunID    string          `json:"run_id"`
+	Status   flow.Status     `json:"status"`
+	LastSeq  int64           `json:"last_seq"`
+	Terminal json.RawMessage `json:"terminal"`
+}
+
+func (a *app) runTarget(ctx context.Context, j journal.Journal, target, runID string, inputs map[string]json.RawMessage) error {
+	reg := a.registry()
+	if _, ok := reg.Lookup(target); !ok {
+		return fmt.Errorf("run: no target %q is registered (see %s targets)", target, a.name())
+	}
+	log, err := journallog.New(j, journallog.Options{Owner: processOwner()})
+	if err != nil {
+		return err
+	}
+	rt, err := flow.NewRuntime(flow.Config{Registry: reg, Log: log})
+	if err != nil {
+		return err
+	}
+	out, err := rt.Run(ctx, flow.RunParams{RunID: runID, Target: target, Inputs: inputs})
+	if err != nil {
+		// The run did not end (its context ended or the journal failed): hand
+		// it back so that it can be resumed.
+		rerr := log.Release(context.WithoutCancel(ctx), runID, journal.StatusRunning)
+		return errors.Join(fmt.Errorf("run %s: %w", runID, err), rerr)
+	}
+	if out.Status == flow.StatusSuspended {
+		if err := log.Release(ctx, runID, journal.StatusSuspended); err != nil {
+			return err
+		}
+	}
+	res := runOutput{RunID: out.RunID, Status: out.Status, LastSeq: out.LastSeq, Terminal: json.RawMessage("null")}
+	if out.Terminal != nil {
+		raw, err := json.Marshal(out.Terminal)
+		if err != nil {
+			return err
+		}
+		res.Terminal = raw
+	}
+	if err := a.emit(res); err != nil {
+		return err
+	}
+	if out.Status != flow.StatusComplete {
+		return exitStatus(messages.ExitRunFailed)
+	}
+	return nil
+}
+
+// parseInputs reads --input KEY=JSON flags.
+func parseInputs(flags []string) (map[string]json.RawMessage, error) {
+	in := map[string]json.RawMessage{}
+	for _, f := range flags {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--input %q is not KEY=JSON", f)
+		}
+		if !json.Valid([]byte(v)) {
+			return nil, fmt.Errorf("--input %s: the value is not JSON (quote strings: %s='\"text\"')", k, k)
+		}
+		if _, dup := in[k]; dup {
+			return nil, fmt.Errorf("--input %s is given twice", k)
+		}
+		in[k] = json.RawMessage(v)
+	}
+	return in, nil
+}
+
+func newRunID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return "run_" + hex.EncodeToString(b[:])
+}
+
+// processOwner names this process in run leases.
+func processOwner() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("pyrula@%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// targetsCmd is `targets`: one JSON line per registered target.
+func (a *app) targetsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "targets",
+		Short: "List the registered targets",
+		Long: `Prints one JSON line per target registered in this binary: name, kind,
+code_version, registration (steps, and tools for agents) and the inputs it
+accepts with their defaults.`,
+		Args: exactArgs(),
+		RunE: a.run(func(ctx context.Context, args []string) error {
+			for _, t := range a.registry().Targets() {
+				if err := a.emit(t); err != nil {
+					return err
+				}
+			}
+			return nil
+		}),
+	}
+}
+
+// eventsCmd is `events RUN_ID`: the run's events as JSON lines.
+func (a *app) eventsCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "events RUN_ID",
+		Short: "Print a run's events, to pick a fork point",
+		Long: `Prints the run's events as JSON lines in run_seq order, from Valkey or,
+once the run has left it, from the PostgreSQL archive. --fork-after-seq of
+case save takes a run_seq.`,
+		Args: exactArgs("RUN_ID"),
+		RunE: a.run(func(ctx context.Context, args []string) error {
+			return a.withJournal(ctx, func(j journal.Journal) error {
+				events, _, err := j.Events(ctx, args[0])
+				if errors.Is(err, journal.ErrRunNotFound) {
+					return fmt.Errorf("events: run %s is in neither Valkey (namespace %s) nor the archive", args[0], j.Namespace())
+				}
+				if err != nil {
+					return err
+				}
+				for _, e := range events {
+					raw, err := e.JSON()
+					if err != nil {
+						return err
+					}
+					if _, err := fmt.Fprintf(a.stdout, "%s\n", raw); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}),
+	}
+	a.journalFlags(c)
+	return c
+}
+
+// dbCmd is `db migrate`.
+func (a *app) dbCmd() *cobra.Command {
+	db := &cobra.Command{Use: "db", Short: "Manage the PostgreSQL archive", Args: groupArgs, RunE: groupRun}
+	db.AddCommand(&cobra.Command{
+		Use:   "migrate",
+		Short: "Apply the archive schema's migrations",
+		Long: `Applies the embedded SQL migrations of schema archive to the database at
+PYRULA_POSTGRES_DSN, under an advisory lock (safe when several processes run
+it at once; a second run applies nothing). Prints {"applied": [versions]}.`,
+		Args: exactArgs(),
+		RunE: a.run(func(ctx context.Context, args []string) error {
+			dsn := a.getenv(envPostgresDSN)
+			if dsn == "" {
+				return fmt.Errorf("db migrate: %s is not set", envPostgresDSN)
+			}
+			pool, err := pgxpool.New(ctx, dsn)
+			if err != nil {
+				return fmt.Errorf("db migrate: %w", err)
+			}
+			defer pool.Close()
+			applied, err := pgarchive.Migrate(ctx, pool)
+			if err != nil {
+				return fmt.Errorf("db migrate: %w", err)
+			}
+			if applied == nil {
+				applied = []string{}
+			}
+			return a.emit(struct {
+				Applied []string `json:"applied"`
+			}{applied})
+		}),
+	})
+	return db
+}
+
+// exitStatus is an error that only sets the exit status: what to print was
+// printed.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }

@@ -1,0 +1,197 @@
+// Package journallog adapts a run journal (journal.Journal: Valkey, the
+// archive, memory) to flow.Log, the persistence the runtime writes to. It
+// creates a run in the journal on the run's first append, holds the run's
+// lease while the run executes (taking it over when it resumes a run that
+// another process left), and translates the journal's errors into flow's.
+//
+// journallog imports flow and journal; nothing below them.
+package journallog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/journal"
+)
+
+// Log is a flow.Log over a journal.Journal. It is safe for concurrent use
+// (a run's children are written concurrently with it).
+type Log struct {
+	j        journal.Journal
+	owner    string
+	leaseTTL time.Duration
+
+	mu     sync.Mutex
+	leases map[string]journal.Lease
+}
+
+var _ flow.Log = (*Log)(nil)
+
+// Options configure a Log.
+type Options struct {
+	// Owner names this process in the runs' leases; it should be unique per
+	// process incarnation (host name, pid, a random suffix). Required.
+	Owner string
+	// LeaseTTL is the lease time to live (the journal's default when zero).
+	LeaseTTL time.Duration
+}
+
+// New returns a Log that writes to j.
+func New(j journal.Journal, opts Options) (*Log, error) {
+	if opts.Owner == "" {
+		return nil, errors.New("journallog: an owner is required")
+	}
+	return &Log{j: j, owner: opts.Owner, leaseTTL: opts.LeaseTTL, leases: map[string]journal.Lease{}}, nil
+}
+
+// Load implements flow.Log: the run's events and results, live or archived;
+// an empty Recorded for a run the journal does not know.
+func (l *Log) Load(ctx context.Context, runID string) (flow.Recorded, error) {
+	r, err := l.j.Run(ctx, runID)
+	if errors.Is(err, journal.ErrRunNotFound) {
+		return flow.Recorded{}, nil
+	}
+	if err != nil {
+		return flow.Recorded{}, fmt.Errorf("journallog: load %s: %w", runID, err)
+	}
+	rec := flow.Recorded{Results: r.Results, Events: make([]flow.Event, 0, len(r.Events))}
+	for _, e := range r.Events {
+		raw, err := e.JSON()
+		if err != nil {
+			return flow.Recorded{}, fmt.Errorf("journallog: load %s: %w", runID, err)
+		}
+		var fe flow.Event
+		if err := json.Unmarshal(raw, &fe); err != nil {
+			return flow.Recorded{}, fmt.Errorf("journallog: load %s: event %d: %w", runID, e.RunSeq, err)
+		}
+		rec.Events = append(rec.Events, fe)
+	}
+	return rec, nil
+}
+
+// Append implements flow.Log. The run's first append creates it in the
+// journal (its run:start gives the inputs and code version); an append to a
+// run this Log holds no lease on takes the lease over first.
+func (l *Log) Append(ctx context.Context, runID string, b flow.Batch) (int64, error) {
+	events, err := toJournal(b.Events)
+	if err != nil {
+		return 0, fmt.Errorf("journallog: append %s: %w", runID, err)
+	}
+	lease, err := l.lease(ctx, runID, b)
+	if err != nil {
+		return 0, err
+	}
+	seq, err := l.j.Append(ctx, lease, journal.Batch{Events: events, Results: b.Results})
+	if err != nil {
+		return 0, fmt.Errorf("journallog: append %s: %w", runID, translate(err))
+	}
+	return seq, nil
+}
+
+// Finish implements flow.Log.
+func (l *Log) Finish(ctx context.Context, runID string, terminal flow.Event) (int64, error) {
+	events, err := toJournal([]flow.Event{terminal})
+	if err != nil {
+		return 0, fmt.Errorf("journallog: finish %s: %w", runID, err)
+	}
+	lease, err := l.lease(ctx, runID, flow.Batch{})
+	if err != nil {
+		return 0, err
+	}
+	seq, err := l.j.Finish(ctx, lease, journal.Batch{Events: events})
+	if err != nil {
+		return 0, fmt.Errorf("journallog: finish %s: %w", runID, translate(err))
+	}
+	l.mu.Lock()
+	delete(l.leases, runID)
+	l.mu.Unlock()
+	return seq, nil
+}
+
+// Release gives up the lease on a run that stopped without finishing: status
+// journal.StatusSuspended for a run waiting on something outside,
+// journal.StatusRunning to hand it back to be resumed. A run this Log holds
+// no lease on is left alone.
+func (l *Log) Release(ctx context.Context, runID string, status journal.Status) error {
+	l.mu.Lock()
+	lease, ok := l.leases[runID]
+	delete(l.leases, runID)
+	l.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if err := l.j.Release(ctx, lease, status); err != nil && !errors.Is(err, journal.ErrRunFinished) {
+		return fmt.Errorf("journallog: release %s: %w", runID, err)
+	}
+	return nil
+}
+
+// lease returns the lease this Log holds on runID, creating the run (from
+// b's run:start) or taking its lease over as needed.
+func (l *Log) lease(ctx context.Context, runID string, b flow.Batch) (journal.Lease, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lease, ok := l.leases[runID]; ok {
+		return lease, nil
+	}
+	lease, err := l.j.Acquire(ctx, journal.AcquireParams{RunID: runID, Owner: l.owner, TTL: l.leaseTTL})
+	if errors.Is(err, journal.ErrRunNotFound) {
+		lease, err = l.create(ctx, runID, b)
+	}
+	if err != nil {
+		return journal.Lease{}, fmt.Errorf("journallog: lease %s: %w", runID, translate(err))
+	}
+	l.leases[runID] = lease
+	return lease, nil
+}
+
+func (l *Log) create(ctx context.Context, runID string, b flow.Batch) (journal.Lease, error) {
+	p := journal.CreateParams{RunID: runID, TargetName: b.Target, Owner: l.owner, LeaseTTL: l.leaseTTL}
+	for _, e := range b.Events {
+		if e.Kind == flow.EventRunStart {
+			p.Inputs, p.CodeVersion = e.Inputs, e.CodeVersion
+			break
+		}
+	}
+	if p.TargetName == "" {
+		return journal.Lease{}, fmt.Errorf("%w: run %s is not in the journal and the append names no target", journal.ErrInvalid, runID)
+	}
+	return l.j.Create(ctx, p)
+}
+
+// toJournal converts runtime events to journal events through their JSON
+// form (the journal assigns run_seq).
+func toJournal(events []flow.Event) ([]journal.Event, error) {
+	out := make([]journal.Event, 0, len(events))
+	for _, fe := range events {
+		raw, err := json.Marshal(fe)
+		if err != nil {
+			return nil, err
+		}
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &fields); err != nil {
+			return nil, err
+		}
+		delete(fields, "run_seq")
+		delete(fields, "kind")
+		delete(fields, "at")
+		out = append(out, journal.Event{Kind: string(fe.Kind), At: fe.At, Fields: fields})
+	}
+	return out, nil
+}
+
+// translate maps the journal's errors onto the ones flow.Log documents.
+func translate(err error) error {
+	switch {
+	case errors.Is(err, journal.ErrRunFinished):
+		return fmt.Errorf("%w: %w", flow.ErrFinished, err)
+	case errors.Is(err, journal.ErrResultConflict):
+		return fmt.Errorf("%w: %w", flow.ErrResultExists, err)
+	}
+	return err
+}

@@ -1,0 +1,145 @@
+package journallog_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/examples"
+	"github.com/pyrula/caseworker/flow/journallog"
+	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/journal/capture"
+	"github.com/pyrula/caseworker/journal/memjournal"
+)
+
+func setup(t *testing.T) (*flow.Runtime, journal.Journal, *examples.Effects) {
+	return setupClock(t, time.Now)
+}
+
+func setupClock(t *testing.T, now func() time.Time) (*flow.Runtime, journal.Journal, *examples.Effects) {
+	t.Helper()
+	j, err := memjournal.New(memjournal.Options{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := flow.NewRegistry()
+	fx, err := examples.Register(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := journallog.New(j, journallog.Options{Owner: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := flow.NewRuntime(flow.Config{Registry: reg, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt, j, fx
+}
+
+// TestRecordAndCapture runs every example target into the journal, reads the
+// run back and captures it at its last event: a valid bundle of the right
+// kind, whose history and results are the journal's.
+func TestRecordAndCapture(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		target string
+		kind   bundle.Kind
+	}{{"checkout", bundle.KindWorkflow}, {"support_agent", bundle.KindAgent}} {
+		t.Run(tc.target, func(t *testing.T) {
+			rt, j, _ := setup(t)
+			out, err := rt.Run(ctx, flow.RunParams{RunID: "run_" + tc.target, Target: tc.target})
+			if err != nil || out.Status != flow.StatusComplete {
+				t.Fatalf("run: %+v, %v", out, err)
+			}
+			r, err := j.Run(ctx, out.RunID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Meta.Status != journal.StatusComplete || r.Meta.TargetName != tc.target || r.Events[0].Kind != journal.KindRunSubmitted ||
+				r.Events[1].Kind != journal.KindRunStart || r.Meta.LastSeq != int64(len(r.Events)) {
+				t.Fatalf("journal meta %+v, first events %s %s", r.Meta, r.Events[0].Kind, r.Events[1].Kind)
+			}
+			info, _ := rt.Registry().Lookup(tc.target)
+			fork := r.Meta.LastSeq
+			b, err := capture.Build(r, capture.Params{ForkAfterSeq: &fork, Registration: info.Registration, PyrulaVersion: "test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := bundle.Encode(b)
+			if err != nil {
+				t.Fatalf("capture is not a valid bundle: %v", err)
+			}
+			s := c.Summary()
+			if s.Kind != tc.kind || s.HistoryCount != len(r.Events)-1 || s.ResultCount != len(r.Results) || s.ResultCount == 0 {
+				t.Fatalf("summary %+v (events %d, results %d)", s, len(r.Events), len(r.Results))
+			}
+		})
+	}
+}
+
+// TestResumeFromJournal: a run whose context is cancelled mid-way is resumed
+// from the journal by a new runtime (a new process) without repeating the
+// writes it completed.
+func TestResumeFromJournal(t *testing.T) {
+	ctx := context.Background()
+	var skew atomic.Int64 // the journal's clock runs ahead once the first process "died"
+	rt, j, fx := setupClock(t, func() time.Time { return time.Now().Add(time.Duration(skew.Load())) })
+	stopAfter := 3
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// Cancel the run once a few calls are journaled.
+	go func() {
+		for {
+			r, err := j.Run(ctx, "run_resume")
+			if err == nil && len(r.Results) >= stopAfter {
+				cancel(errors.New("crash"))
+				return
+			}
+			if cctx.Err() != nil {
+				return
+			}
+		}
+	}()
+	first, err := rt.Run(cctx, flow.RunParams{RunID: "run_resume", Target: "checkout"})
+	if err == nil && first.Status == flow.StatusComplete {
+		t.Skip("the run finished before it could be cancelled")
+	}
+	firstReservations := fx.Reservations.Load()
+
+	// The first process is gone: its lease expires. A new process (new
+	// registry, runtime and log over the same journal) resumes the run.
+	skew.Store(int64(time.Hour))
+	reg := flow.NewRegistry()
+	fx2, _ := examples.Register(reg)
+	log, _ := journallog.New(j, journallog.Options{Owner: "second"})
+	rt2, _ := flow.NewRuntime(flow.Config{Registry: reg, Log: log})
+	out, err := rt2.Run(ctx, flow.RunParams{RunID: "run_resume", Target: "checkout"})
+	if err != nil || out.Status != flow.StatusComplete {
+		t.Fatalf("resume: %+v, %v", out, err)
+	}
+	r, _ := j.Run(ctx, "run_resume")
+	if r.Meta.LeaseEpoch < 2 {
+		t.Fatalf("the resumed run did not take the lease over: epoch %d", r.Meta.LeaseEpoch)
+	}
+	if total := firstReservations + fx2.Reservations.Load(); total != 1 {
+		t.Fatalf("reserve ran %d times in all (first process %d)", total, firstReservations)
+	}
+}
+
+func TestUnknownRunLoadsEmpty(t *testing.T) {
+	_, j, _ := setup(t)
+	log, _ := journallog.New(j, journallog.Options{Owner: "x"})
+	rec, err := log.Load(context.Background(), "nope")
+	if err != nil || len(rec.Events) != 0 {
+		t.Fatalf("Load of an unknown run = %+v, %v", rec, err)
+	}
+	if _, err := journallog.New(j, journallog.Options{}); err == nil {
+		t.Fatal("a Log without an owner")
+	}
+}

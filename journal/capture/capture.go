@@ -1,0 +1,238 @@
+// Package capture builds a saved case from a recorded run: the bundle of
+// format 1 frozen at a fork point, exactly as the product page's "Save,
+// export, import" and "Bundle format" sections say. It reads a run as
+// journal.Run (live or archived) and writes a bundle.Bundle; saving it to a
+// store is the caller's job.
+//
+// capture imports journal, bundle and messages; never flow, replay, worker
+// or cli (the caller passes the target's registration in).
+package capture
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/messages"
+)
+
+// Params say how to capture a run.
+type Params struct {
+	// ForkAfterSeq is the run_seq the case forks after; nil keeps only the
+	// inputs (no history, no results).
+	ForkAfterSeq *int64
+	// Kind is the manifest kind the caller asks for ("" detects it: agent
+	// when the run made model or tool calls, else workflow). Asking for a
+	// workflow of a run with model or tool calls is kind_mismatch.
+	Kind bundle.Kind
+	// Registration is the target's registration (steps, and tools for
+	// agents), from the binary that records and replays it.
+	Registration bundle.Registration
+	// PyrulaVersion is the version of the software that saves the case.
+	PyrulaVersion string
+}
+
+// Build captures run r as a bundle. Refusals carry reason codes:
+// capture_incomplete (a call in flight at the fork, or a call done at or
+// before the fork whose result is not recorded; the message lists them),
+// kind_mismatch. A fork after the run's last event is invalid input (an
+// error without a code).
+//
+// source.origin names the journal the run was recorded in: "valkey" for every
+// run this software records, also once the run has moved to the archive, so
+// that a run saves to the same hash before and after its live keys expire.
+//
+// capture.complete is true when the run has finished, so that every result
+// after the fork is recorded too; for a run still running or suspended it is
+// false and missing says results after the last event may be missing (replay
+// resolves those calls down the ladder). Bundle.Encode then canonicalises it.
+func Build(r *journal.Run, p Params) (*bundle.Bundle, error) {
+	m := r.Meta
+	if p.ForkAfterSeq != nil && (*p.ForkAfterSeq < 0 || *p.ForkAfterSeq > m.LastSeq) {
+		return nil, fmt.Errorf("capture: run %s: --fork-after-seq %d is outside the run's events (run_seq 0 to %d; see pyrula events %s)",
+			m.RunID, *p.ForkAfterSeq, m.LastSeq, m.RunID)
+	}
+	kind, err := detectKind(r, p.Kind)
+	if err != nil {
+		return nil, err
+	}
+	b := &bundle.Bundle{
+		Manifest: bundle.Manifest{
+			Format:         bundle.Format,
+			Kind:           kind,
+			TargetName:     m.TargetName,
+			CodeVersion:    codeVersion(r),
+			Registration:   p.Registration,
+			RecordedConfig: recordedConfig(r, kind),
+			PyrulaVersion:  p.PyrulaVersion,
+			Source:         bundle.Source{RunID: m.RunID, Namespace: m.Namespace, Origin: string(journal.OriginValkey)},
+			ForkAfterSeq:   p.ForkAfterSeq,
+			Capture:        bundle.Capture{Complete: true, Missing: []json.RawMessage{}},
+			Inputs:         m.Inputs,
+		},
+		History: []json.RawMessage{},
+		Results: []bundle.Result{},
+	}
+	if p.ForkAfterSeq == nil {
+		return b, nil
+	}
+	fork := *p.ForkAfterSeq
+	if missing := missingAtFork(r, fork); len(missing) > 0 {
+		return nil, messages.Errorf(messages.CaptureIncomplete,
+			"run %s cannot be replayed from run_seq %d: %s; pick another --fork-after-seq or save after the run finishes",
+			m.RunID, fork, joinList(missing))
+	}
+	for _, e := range r.Events {
+		if e.RunSeq > fork {
+			break
+		}
+		if journal.IsTerminal(e.Kind) {
+			continue
+		}
+		raw, err := e.JSON()
+		if err != nil {
+			return nil, fmt.Errorf("capture: run %s: %w", m.RunID, err)
+		}
+		b.History = append(b.History, raw)
+	}
+	b.Results = append(b.Results, r.Results...)
+	if !m.Status.Terminal() {
+		note, _ := json.Marshal(fmt.Sprintf("results after run_seq %d: the run is still %s", m.LastSeq, m.Status))
+		b.Manifest.Capture = bundle.Capture{Complete: false, Missing: []json.RawMessage{note}}
+	}
+	return b, nil
+}
+
+// missingAtFork lists what replay would need from the prefix but the
+// recording lacks: calls started at or before the fork and not done by it
+// (in flight at the fork), and calls done by the fork with no result.
+func missingAtFork(r *journal.Run, fork int64) []string {
+	have := make(map[string]bool, len(r.Results))
+	for _, res := range r.Results {
+		have[journal.ResultID(res.Kind, res.Key)] = true
+	}
+	started := map[string]int64{}
+	var order []string
+	var missing []string
+	for _, e := range r.Events {
+		if e.RunSeq > fork {
+			break
+		}
+		c, ok := e.Call()
+		if !ok {
+			continue
+		}
+		id := c.ID()
+		switch e.Kind {
+		case journal.KindCallStart:
+			if _, seen := started[id]; !seen {
+				order = append(order, id)
+			}
+			started[id] = e.RunSeq
+		case journal.KindCallDone:
+			delete(started, id)
+			if !have[id] {
+				missing = append(missing, fmt.Sprintf("%s (done at run_seq %d) has no recorded result", id, e.RunSeq))
+			}
+		}
+	}
+	for _, id := range order {
+		if seq, open := started[id]; open {
+			missing = append(missing, fmt.Sprintf("%s was in flight at the fork (started at run_seq %d, not done by %d)", id, seq, fork))
+		}
+	}
+	return missing
+}
+
+// detectKind returns the manifest kind: agent when the run made model or
+// tool calls, else workflow; an explicit kind is checked against that.
+func detectKind(r *journal.Run, want bundle.Kind) (bundle.Kind, error) {
+	detected := bundle.KindWorkflow
+	var evidence string
+	for _, res := range r.Results {
+		if res.Kind == "model" || res.Kind == "tool" {
+			detected, evidence = bundle.KindAgent, journal.ResultID(res.Kind, res.Key)
+			break
+		}
+	}
+	if detected == bundle.KindWorkflow {
+		for _, e := range r.Events {
+			if c, ok := e.Call(); ok && (c.Kind == "model" || c.Kind == "tool") {
+				detected, evidence = bundle.KindAgent, c.ID()
+				break
+			}
+		}
+	}
+	switch want {
+	case "":
+		return detected, nil
+	case bundle.KindWorkflow:
+		if detected == bundle.KindAgent {
+			return "", messages.Errorf(messages.KindMismatch,
+				"run %s made model or tool calls (%s), so it is an agent run, not a workflow", r.Meta.RunID, evidence)
+		}
+		return want, nil
+	case bundle.KindAgent:
+		return want, nil
+	}
+	return "", fmt.Errorf("capture: --kind %q is not workflow or agent", want)
+}
+
+// codeVersion is the version that executed: the last run:start's
+// code_version (a resumed run starts again), else the submitted one.
+func codeVersion(r *journal.Run) string {
+	v := r.Meta.CodeVersion
+	for _, e := range r.Events {
+		if e.Kind != journal.KindRunStart {
+			continue
+		}
+		var cv string
+		if ok, err := e.Field("code_version", &cv); ok && err == nil && cv != "" {
+			v = cv
+		}
+	}
+	return v
+}
+
+// recordedConfig is {} for workflows; for agents {"model": …}, the model of
+// the run's first model call (from its call:start input).
+func recordedConfig(r *journal.Run, kind bundle.Kind) json.RawMessage {
+	if kind != bundle.KindAgent {
+		return json.RawMessage("{}")
+	}
+	for _, e := range r.Events {
+		c, ok := e.Call()
+		if !ok || e.Kind != journal.KindCallStart || c.Kind != "model" {
+			continue
+		}
+		var in struct {
+			Model string `json:"model"`
+		}
+		if ok, err := e.Field("input", &in); ok && err == nil && in.Model != "" {
+			out, _ := json.Marshal(map[string]string{"model": in.Model})
+			return out
+		}
+		break
+	}
+	return json.RawMessage("{}")
+}
+
+func joinList(items []string) string {
+	items = slices.Clone(items)
+	const most = 10
+	more := ""
+	if len(items) > most {
+		more = fmt.Sprintf("; and %d more", len(items)-most)
+		items = items[:most]
+	}
+	out := ""
+	for i, s := range items {
+		if i > 0 {
+			out += "; "
+		}
+		out += s
+	}
+	return out + more
+}

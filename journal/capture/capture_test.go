@@ -1,0 +1,185 @@
+package capture_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/journal/capture"
+	"github.com/pyrula/caseworker/journal/memjournal"
+	"github.com/pyrula/caseworker/messages"
+)
+
+func fp(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+type call struct {
+	kind, key, input, result string
+}
+
+// record writes a run into a memory journal: run:start, then for each call
+// call:start, call:done and its result; finish says whether it ends with
+// run:complete. inFlight adds a last call:start without its done.
+func record(t *testing.T, target string, calls []call, inFlight *call, finish bool) *journal.Run {
+	t.Helper()
+	ctx := context.Background()
+	clock := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	j, err := memjournal.New(memjournal.Options{Now: func() time.Time { clock = clock.Add(time.Millisecond); return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := j.Create(ctx, journal.CreateParams{RunID: "run_1", TargetName: target, CodeVersion: "v1", Inputs: json.RawMessage(`{"sku":"SKU-42"}`), Owner: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := func(kind string, fields any) journal.Event {
+		e, err := journal.NewEvent(kind, fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	appendBatch := func(b journal.Batch) {
+		if _, err := j.Append(ctx, lease, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendBatch(journal.Batch{Events: []journal.Event{ev(journal.KindRunStart, map[string]any{"inputs": map[string]string{"sku": "SKU-42"}, "code_version": "v2"})}})
+	callField := func(c call) map[string]string {
+		return map[string]string{"kind": c.kind, "key": c.key, "fingerprint": fp(c.input), "effect": "read"}
+	}
+	for _, c := range calls {
+		appendBatch(journal.Batch{Events: []journal.Event{ev(journal.KindCallStart, map[string]any{"call": callField(c), "input": json.RawMessage(c.input)})}})
+		appendBatch(journal.Batch{
+			Events:  []journal.Event{ev(journal.KindCallDone, map[string]any{"call": callField(c)})},
+			Results: []bundle.Result{{Kind: c.kind, Key: c.key, Fingerprint: fp(c.input), Result: json.RawMessage(c.result)}},
+		})
+	}
+	if inFlight != nil {
+		appendBatch(journal.Batch{Events: []journal.Event{ev(journal.KindCallStart, map[string]any{"call": callField(*inFlight), "input": json.RawMessage(inFlight.input)})}})
+	}
+	if finish {
+		if _, err := j.Finish(ctx, lease, journal.Batch{Events: []journal.Event{ev(journal.KindRunComplete, map[string]any{"result": "ok"})}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := j.Run(ctx, "run_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+var workflowCalls = []call{
+	{"step", "quote:0", `{"sku":"SKU-42"}`, `{"price":19.99}`},
+	{"step", "reserve:0", `{"sku":"SKU-42","qty":1}`, `{"reservation":"r-1"}`},
+	{"sleep", "0", `{"seconds":1}`, `null`},
+}
+
+func seq(n int64) *int64 { return &n }
+
+func TestBuildAtForks(t *testing.T) {
+	// Events: 1 run:submitted, 2 run:start, 3/4 quote, 5/6 reserve, 7/8 sleep, 9 run:complete.
+	r := record(t, "checkout", workflowCalls, nil, true)
+	reg := bundle.Registration{Steps: []bundle.Step{{ID: "quote", Name: "quote", Effect: "read"}}}
+	for _, tc := range []struct {
+		name    string
+		fork    *int64
+		history int
+		results int
+	}{
+		{"no fork", nil, 0, 0},
+		{"fork 0", seq(0), 0, 3},
+		{"after quote", seq(4), 4, 3},
+		{"at the last event", seq(9), 8, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := capture.Build(r, capture.Params{ForkAfterSeq: tc.fork, Registration: reg, PyrulaVersion: "0.1.0"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := b.Manifest
+			if m.Kind != bundle.KindWorkflow || m.TargetName != "checkout" || m.CodeVersion != "v2" ||
+				m.PyrulaVersion != "0.1.0" || string(m.Inputs) != `{"sku":"SKU-42"}` || string(m.RecordedConfig) != "{}" ||
+				m.Source != (bundle.Source{RunID: "run_1", Namespace: "pyrula", Origin: "valkey"}) ||
+				!m.Capture.Complete || len(m.Registration.Steps) != 1 {
+				t.Fatalf("manifest = %+v", m)
+			}
+			if len(b.History) != tc.history || len(b.Results) != tc.results {
+				t.Fatalf("history %d results %d, want %d %d", len(b.History), len(b.Results), tc.history, tc.results)
+			}
+			for i, h := range b.History {
+				var e struct {
+					RunSeq int64  `json:"run_seq"`
+					Kind   string `json:"kind"`
+				}
+				json.Unmarshal(h, &e)
+				if e.RunSeq != int64(i+1) || journal.IsTerminal(e.Kind) {
+					t.Fatalf("history[%d] = %s", i, h)
+				}
+			}
+			c, err := bundle.Encode(b)
+			if err != nil {
+				t.Fatalf("the capture is not a valid bundle: %v", err)
+			}
+			again, _ := capture.Build(r, capture.Params{ForkAfterSeq: tc.fork, Registration: reg, PyrulaVersion: "0.1.0"})
+			if c2, _ := bundle.Encode(again); c2.Hash() != c.Hash() {
+				t.Fatal("the same run at the same fork gave another hash")
+			}
+		})
+	}
+}
+
+func TestBuildRefusals(t *testing.T) {
+	done := record(t, "checkout", workflowCalls, nil, true)
+	if _, err := capture.Build(done, capture.Params{ForkAfterSeq: seq(10)}); err == nil || messages.AsError(err) != nil {
+		t.Fatalf("fork past the last event: %v", err)
+	}
+	// A fork inside a call (after its call:start, before its call:done).
+	_, err := capture.Build(done, capture.Params{ForkAfterSeq: seq(5)})
+	if code, _ := messages.CodeOf(err); code != messages.CaptureIncomplete || !strings.Contains(err.Error(), "step:reserve:0 was in flight") {
+		t.Fatalf("fork inside a call: %v", err)
+	}
+	// A running run with a call in flight: forking at the end is incomplete,
+	// before the call it is fine but capture.complete is false.
+	running := record(t, "checkout", workflowCalls[:1], &workflowCalls[1], false)
+	_, err = capture.Build(running, capture.Params{ForkAfterSeq: seq(running.Meta.LastSeq)})
+	if code, _ := messages.CodeOf(err); code != messages.CaptureIncomplete {
+		t.Fatalf("in flight at the end: %v", err)
+	}
+	b, err := capture.Build(running, capture.Params{ForkAfterSeq: seq(4)})
+	if err != nil || b.Manifest.Capture.Complete || len(b.Manifest.Capture.Missing) != 1 {
+		t.Fatalf("running run: %+v, %v", b, err)
+	}
+}
+
+func TestKind(t *testing.T) {
+	agentCalls := []call{
+		{"model", "0", `{"model":"local-echo-1","messages":[]}`, `{"role":"assistant","content":[]}`},
+		{"tool", "toolu_01", `{"order":"A-1"}`, `{"status":"shipped"}`},
+	}
+	r := record(t, "support_agent", agentCalls, nil, true)
+	b, err := capture.Build(r, capture.Params{ForkAfterSeq: seq(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Manifest.Kind != bundle.KindAgent || string(b.Manifest.RecordedConfig) != `{"model":"local-echo-1"}` {
+		t.Fatalf("agent manifest: kind %s config %s", b.Manifest.Kind, b.Manifest.RecordedConfig)
+	}
+	_, err = capture.Build(r, capture.Params{ForkAfterSeq: seq(2), Kind: bundle.KindWorkflow})
+	if code, _ := messages.CodeOf(err); code != messages.KindMismatch {
+		t.Fatalf("--kind workflow on an agent run: %v", err)
+	}
+	wf := record(t, "checkout", workflowCalls, nil, true)
+	if b, err := capture.Build(wf, capture.Params{Kind: bundle.KindWorkflow}); err != nil || b.Manifest.Kind != bundle.KindWorkflow {
+		t.Fatalf("--kind workflow on a workflow: %v", err)
+	}
+}
