@@ -69,7 +69,10 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, `pyrula needs a command, one of: case (see "pyrula --help")`},
+		{nil, `pyrula needs a command, one of: case, db, events, run, targets (see "pyrula --help")`},
+		{[]string{"case", "save"}, "missing argument TARGET RUN_ID"},
+		{[]string{"run"}, "missing argument TARGET"},
+		{[]string{"db"}, `pyrula db needs a command, one of: migrate`},
 		{[]string{"case"}, `(see "pyrula case --help")`},
 		{[]string{"cas"}, `unknown command "cas" for "pyrula" (did you mean "case"?)`},
 		{[]string{"case", "imprt"}, `unknown command "imprt" for "pyrula case" (did you mean "import"?)`},
