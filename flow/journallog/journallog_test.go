@@ -7,13 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valkey-io/valkey-go"
+
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/examples"
 	"github.com/pyrula/caseworker/flow/journallog"
+	"github.com/pyrula/caseworker/internal/testenv"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/capture"
 	"github.com/pyrula/caseworker/journal/memjournal"
+	"github.com/pyrula/caseworker/journal/valkeyjournal"
 )
 
 func setup(t *testing.T) (*flow.Runtime, journal.Journal, *examples.Effects) {
@@ -141,5 +145,90 @@ func TestUnknownRunLoadsEmpty(t *testing.T) {
 	}
 	if _, err := journallog.New(j, journallog.Options{}); err == nil {
 		t.Fatal("a Log without an owner")
+	}
+}
+
+// TestResumeOnValkey: the same crash and resume against real Redis. The
+// first process's lease is short, so the second takes the run over once it
+// lapses (as a worker reclaims a run whose worker died).
+func TestResumeOnValkey(t *testing.T) {
+	ctx := context.Background()
+	client, err := valkey.NewClient(valkey.MustParseURL(testenv.ValkeyURL(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	j, err := valkeyjournal.New(client, valkeyjournal.Options{Namespace: testenv.UniqueName(t, "resume")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newRuntime := func(owner string, ttl time.Duration) (*flow.Runtime, *examples.Effects) {
+		reg := flow.NewRegistry()
+		fx, err := examples.Register(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log, err := journallog.New(j, journallog.Options{Owner: owner, LeaseTTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt, err := flow.NewRuntime(flow.Config{Registry: reg, Log: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rt, fx
+	}
+	rt1, fx1 := newRuntime("first", 300*time.Millisecond)
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		for cctx.Err() == nil {
+			if r, err := j.Run(ctx, "run_valkey_resume"); err == nil && len(r.Results) >= 3 {
+				cancel(errors.New("crash"))
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	if out, err := rt1.Run(cctx, flow.RunParams{RunID: "run_valkey_resume", Target: "checkout"}); err == nil && out.Status == flow.StatusComplete {
+		t.Skip("the run finished before it could be cancelled")
+	}
+	before, err := j.Run(ctx, "run_valkey_resume")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt2, fx2 := newRuntime("second", 0)
+	deadline := time.Now().Add(5 * time.Second)
+	var out flow.Outcome
+	for {
+		out, err = rt2.Run(ctx, flow.RunParams{RunID: "run_valkey_resume", Target: "checkout"})
+		if !errors.Is(err, journal.ErrLeaseHeld) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // the first lease has not lapsed yet
+	}
+	if err != nil || out.Status != flow.StatusComplete {
+		t.Fatalf("resume: %+v, %v", out, err)
+	}
+	after, _ := j.Run(ctx, "run_valkey_resume")
+	if after.Meta.LeaseEpoch != before.Meta.LeaseEpoch+1 || after.Meta.Status != journal.StatusComplete {
+		t.Fatalf("meta after resume: %+v", after.Meta)
+	}
+	// Completed calls were answered from the journal: reserve ran once.
+	if total := fx1.Reservations.Load() + fx2.Reservations.Load(); total != 1 {
+		t.Fatalf("reserve ran %d times", total)
+	}
+	// The results recorded before the crash are unchanged.
+	for i, r := range before.Results {
+		got := after.Results
+		found := false
+		for _, a := range got {
+			if a.Kind == r.Kind && a.Key == r.Key {
+				found = string(a.Result) == string(r.Result) && string(a.Error) == string(r.Error)
+			}
+		}
+		if !found {
+			t.Fatalf("result %d (%s:%s) changed on resume", i, r.Kind, r.Key)
+		}
 	}
 }
