@@ -114,17 +114,13 @@ func (c *Canonical) Decode() (*Bundle, error) {
 	return &b, nil
 }
 
-// Encode canonicalises and validates a bundle built in Go types. Nil slices
-// and raw values are written as empty arrays and objects.
+// Encode canonicalises and validates a bundle built in Go types, and
+// compresses it (as Options.Compress). Nil slices and raw values are written
+// as empty arrays and objects. The raw values (history events, results,
+// inputs) are written as they are and canonicalised by Read, in canonical
+// order, so that hashing and compression run beside canonicalisation.
 func Encode(b *Bundle) (*Canonical, error) {
-	c := *b
-	if c.History == nil {
-		c.History = []json.RawMessage{}
-	}
-	if c.Results == nil {
-		c.Results = []Result{}
-	}
-	m := &c.Manifest
+	m := b.Manifest
 	if m.Capture.Missing == nil {
 		m.Capture.Missing = []json.RawMessage{}
 	}
@@ -140,11 +136,56 @@ func Encode(b *Bundle) (*Canonical, error) {
 	if len(m.Inputs) == 0 {
 		m.Inputs = json.RawMessage("{}")
 	}
-	raw, err := json.Marshal(&c)
+	manifest, err := json.Marshal(&m)
 	if err != nil {
-		return nil, fmt.Errorf("bundle: encode: %w", err)
+		return nil, fmt.Errorf("bundle: encode manifest: %w", err)
 	}
-	return Read(bytes.NewReader(raw), Options{SizeHint: int64(len(raw))})
+	results := slices.Clone(b.Results)
+	slices.SortFunc(results, func(x, y Result) int {
+		return cmp.Or(cmp.Compare(x.Kind, y.Kind), cmp.Compare(x.Key, y.Key))
+	})
+	size := len(manifest) + 64
+	for _, h := range b.History {
+		size += len(h) + 1
+	}
+	for _, r := range results {
+		size += len(r.Key) + len(r.Kind) + len(r.Result) + len(r.Error) + 128
+	}
+	buf := make([]byte, 0, size)
+	buf = append(buf, `{"history":[`...)
+	for i, h := range b.History {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, h...)
+	}
+	buf = append(buf, `],"manifest":`...)
+	buf = append(buf, manifest...)
+	buf = append(buf, `,"results":[`...)
+	for i, r := range results {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, '{')
+		if r.Error != nil {
+			buf = append(buf, `"error":`...)
+			buf = append(buf, r.Error...)
+			buf = append(buf, ',')
+		}
+		buf = append(buf, `"fingerprint":`...)
+		buf = canonjson.AppendQuoted(buf, []byte(r.Fingerprint))
+		buf = append(buf, `,"key":`...)
+		buf = canonjson.AppendQuoted(buf, []byte(r.Key))
+		buf = append(buf, `,"kind":`...)
+		buf = canonjson.AppendQuoted(buf, []byte(r.Kind))
+		if r.Result != nil {
+			buf = append(buf, `,"result":`...)
+			buf = append(buf, r.Result...)
+		}
+		buf = append(buf, '}')
+	}
+	buf = append(buf, `]}`...)
+	return Read(bytes.NewReader(buf), Options{SizeHint: int64(len(buf)), Compress: true})
 }
 
 // Read reads a bundle in any accepted encoding (a zstd frame, a gzip stream or
