@@ -354,6 +354,9 @@ start_s3() {
 			export PYRULA_TEST_S3_ENDPOINT="http://127.0.0.1:$port"
 			export PYRULA_TEST_S3_REGION=$region
 			export PYRULA_TEST_S3_BUCKET=$S3_TEST_BUCKET
+			# The posix backend keeps each object as a file <root>/<bucket>/<key>:
+			# store tests corrupt stored bytes there directly.
+			export PYRULA_TEST_S3_POSIX_ROOT=$root
 			export AWS_ACCESS_KEY_ID=$access AWS_SECRET_ACCESS_KEY=$secret
 			log "versitygw $VGW_VERSION on 127.0.0.1:$port, posix root $root (started, pid $VGW_PID)"
 			return
