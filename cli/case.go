@@ -38,6 +38,7 @@ no_fixture_store. A store is "memory:", "file:///abs/path" or a bare path
 		a.deleteCmd(),
 		a.gcCmd(),
 		a.saveCmd(),
+		a.caseRunCmd(),
 	)
 	return c
 }

@@ -1,0 +1,210 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/replay"
+	"github.com/pyrula/caseworker/store"
+)
+
+// caseRunFlags are the flags of `case run`.
+type caseRunFlags struct {
+	target, supply, prices, model, promptFile, runID string
+	llmRef, depsRef, appDir                          string
+	inputs, allow                                    []string
+	fromStart, replayOnly, values                    bool
+	liveBudget                                       int
+	maxCost                                          float64
+}
+
+// caseRunCmd is `case run CASE [--target NAME] …`.
+func (a *app) caseRunCmd() *cobra.Command {
+	var f caseRunFlags
+	c := &cobra.Command{
+		Use:   "run CASE",
+		Short: "Run a saved case: verify the recorded prefix, then resolve each call down the ladder",
+		Long: `Starts a new run of --target (default the case's target_name) from CASE, a
+fixture hash in the store or a path to a bundle file (.case blob or JSON).
+The recorded prefix is verified call by call (prefix_diverged, exit 2);
+every later call is reused, simulated (--supply), run live (live / changed)
+or stops the run with missing_context, live_budget_exceeded,
+write_not_allowed or replay_diverged (exit 3).
+
+Prints one {"type":"call"} line per new post-fork call and one
+{"type":"outcome"} line. The run's journal is in memory. Exit 0 complete,
+2 refused before start, 3 the run failed, was cancelled, suspended, or
+(--replay-only) left recorded calls unconsumed, 1 invalid input.`,
+		Args: exactArgs("CASE"),
+	}
+	c.RunE = a.run(func(ctx context.Context, args []string) error {
+		return a.caseRun(ctx, c, args[0], f)
+	})
+	fl := c.Flags()
+	fl.StringVar(&f.target, "target", "", "the registered target to run (default the case's target_name)")
+	fl.StringArrayVar(&f.inputs, "input", nil, "change an input as KEY=JSON (repeatable)")
+	fl.BoolVar(&f.fromStart, "from-start", false, "rerun the whole recorded run through the ladder instead of verifying the prefix")
+	fl.BoolVar(&f.replayOnly, "replay-only", false, "no live rung: every non-pure call must be answered by the recording")
+	fl.StringVar(&f.supply, "supply", "", `supplied answers: a JSON file {"calls": {"<kind>:<key>": …}, "tools": {"<name>": …}}`)
+	fl.IntVar(&f.liveBudget, "live-budget", replay.DefaultLiveBudget, "the most non-pure calls that may run live")
+	fl.StringArrayVar(&f.allow, "allow-write", nil, "allow a write: tool:<name>, step:<name> or step:<id> (repeatable)")
+	fl.Float64Var(&f.maxCost, "max-cost-usd", 0, "the most live model calls may spend, in US dollars")
+	fl.StringVar(&f.prices, "prices", "", "a JSON file of model prices per million tokens, added to the default table")
+	fl.StringVar(&f.model, "model", "", "run the agent's model calls on this model")
+	fl.StringVar(&f.promptFile, "prompt-file", "", "run the agent's model calls with this file as system prompt")
+	fl.BoolVar(&f.values, "values", false, "include call values and the result in the output")
+	fl.StringVar(&f.runID, "run-id", "", "the new run's id (default a new case_<hex>)")
+	fl.StringVar(&f.llmRef, "llm-ref", "", "not supported: model clients are registered in the binary")
+	fl.StringVar(&f.depsRef, "deps-ref", "", "not supported: dependencies are registered in the binary")
+	fl.StringVar(&f.appDir, "app-dir", "", "not supported: targets are registered in the binary")
+	for _, n := range []string{"llm-ref", "deps-ref", "app-dir"} {
+		_ = fl.MarkHidden(n)
+	}
+	return c
+}
+
+func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseRunFlags) error {
+	for _, n := range []string{"llm-ref", "deps-ref", "app-dir"} {
+		if c.Flags().Changed(n) {
+			return fmt.Errorf("case run: --%s is not supported: targets, model clients and dependencies are registered in the binary (see %s targets)", n, a.name())
+		}
+	}
+	p := replay.Params{Registry: a.registry(), Log: flow.NewMemLog(), Target: f.target, RunID: f.runID}
+	o := &p.Options
+	o.FromStart, o.ReplayOnly, o.Values, o.AllowWrite, o.Model = f.fromStart, f.replayOnly, f.values, f.allow, f.model
+	var err error
+	if o.Inputs, err = parseInputs(f.inputs); err != nil {
+		return err
+	}
+	if f.liveBudget < 0 {
+		return fmt.Errorf("case run: --live-budget %d is negative", f.liveBudget)
+	}
+	o.LiveBudget = &f.liveBudget
+	if c.Flags().Changed("max-cost-usd") {
+		if f.maxCost < 0 {
+			return fmt.Errorf("case run: --max-cost-usd %g is negative", f.maxCost)
+		}
+		o.MaxCostUSD = &f.maxCost
+	}
+	if f.supply != "" && !f.replayOnly {
+		data, err := readLimited(f.supply, replay.MaxSupplyBytes)
+		if err != nil {
+			return fmt.Errorf("case run: --supply: %w", err)
+		}
+		if o.Supply, err = replay.ParseSupply(data); err != nil {
+			return fmt.Errorf("case run: --supply %s: %w", f.supply, err)
+		}
+	}
+	if f.prices != "" {
+		data, err := readLimited(f.prices, 1<<20)
+		if err != nil {
+			return fmt.Errorf("case run: --prices: %w", err)
+		}
+		if o.Prices, err = replay.ParsePrices(data); err != nil {
+			return fmt.Errorf("case run: --prices %s: %w", f.prices, err)
+		}
+	}
+	if f.promptFile != "" {
+		data, err := os.ReadFile(f.promptFile)
+		if err != nil {
+			return fmt.Errorf("case run: --prompt-file: %w", err)
+		}
+		o.System = string(data)
+	}
+	if p.RunID == "" {
+		p.RunID = "case_" + strings.TrimPrefix(newRunID(), "run_")
+	}
+	cb, err := a.loadCase(ctx, arg)
+	if err != nil {
+		return err
+	}
+	if p.Bundle, err = cb.Decode(); err != nil {
+		return fmt.Errorf("case run: %w", err)
+	}
+	p.FixtureHash = string(cb.Hash())
+	if p.Target == "" {
+		p.Target = p.Bundle.Manifest.TargetName
+	}
+	if _, ok := p.Registry.Lookup(p.Target); !ok {
+		return fmt.Errorf("case run: no target %q is registered (see %s targets)", p.Target, a.name())
+	}
+	rep, err := replay.Run(ctx, p)
+	if err != nil {
+		return err
+	}
+	status := rep.ExitStatus()
+	if status == messages.ExitRefused {
+		out := rep.Outcome
+		if err := a.emit(struct {
+			Code       string             `json:"code"`
+			Message    string             `json:"message"`
+			StopKey    json.RawMessage    `json:"stop_key"`
+			Divergence *replay.Divergence `json:"divergence,omitempty"`
+		}{out.Code, Redact(oneLine(out.Message)), out.StopKey, out.Divergence}); err != nil {
+			return err
+		}
+		return exitStatus(status)
+	}
+	for _, line := range rep.Calls {
+		if err := a.emit(line); err != nil {
+			return err
+		}
+	}
+	if err := a.emit(rep.Outcome); err != nil {
+		return err
+	}
+	if status != messages.ExitOK {
+		return exitStatus(status)
+	}
+	return nil
+}
+
+// loadCase reads CASE: a bundle file when the argument names one, else a
+// fixture hash read (verified) from the store.
+func (a *app) loadCase(ctx context.Context, arg string) (*bundle.Canonical, error) {
+	if st, err := os.Stat(arg); err == nil && !st.IsDir() {
+		file, err := os.Open(arg)
+		if err != nil {
+			return nil, fmt.Errorf("case run: %w", err)
+		}
+		defer file.Close()
+		cb, err := bundle.Read(file, bundle.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("case run %s: %w", arg, err)
+		}
+		return cb, nil
+	}
+	if strings.ContainsAny(arg, `/\`) || strings.HasSuffix(arg, ".case") || strings.HasSuffix(arg, ".json") {
+		return nil, fmt.Errorf("case run: no bundle file %s", arg)
+	}
+	h, err := parseHash(arg)
+	if err != nil {
+		return nil, err
+	}
+	var cb *bundle.Canonical
+	err = a.withStore(ctx, func(s store.Store) error {
+		cb, err = readVerified(ctx, s, h)
+		return err
+	})
+	return cb, err
+}
+
+// readLimited reads a file of at most limit bytes.
+func readLimited(name string, limit int64) ([]byte, error) {
+	st, err := os.Stat(name)
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > limit {
+		return nil, fmt.Errorf("%s: %d bytes, at most %d", name, st.Size(), limit)
+	}
+	return os.ReadFile(name)
+}

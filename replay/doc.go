@@ -1,0 +1,13 @@
+// Package replay is the case-run engine of DESIGN.md §8: it starts a new run
+// of a registered target from a saved case (a bundle), verifies that the
+// target consumes the recorded prefix, resolves every later call down the
+// ladder (reused, simulated, live / changed, or a stop with a reason code),
+// enforces the live budget, allow-write tokens and the cost ceiling, and
+// reports one call line per new post-fork call and one outcome line. The
+// CLI (`pyrula case run`) uses it now and the worker will use it next; both
+// get the same lines, and the engine also writes them into the new run's
+// journal as case:call and case:outcome events.
+//
+// replay imports flow, bundle and messages. It must not import cli, worker
+// or any journal backend: the caller passes the journal as a flow.Log.
+package replay

@@ -1,0 +1,752 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/messages"
+)
+
+// DefaultLiveBudget is the live budget (--live-budget) when none is given:
+// at most this many non-pure calls of a case run run live.
+const DefaultLiveBudget = 20
+
+// The provenances of a call line (and of call:done in the case run's
+// journal).
+const (
+	ProvReused    = "reused"
+	ProvSimulated = "simulated"
+	ProvLive      = "live"
+	ProvChanged   = "changed"
+)
+
+// The reasons of a replay_diverged stop.
+const (
+	ReasonInputChanged   = "input_changed"
+	ReasonUnexpectedCall = "unexpected_call"
+	ReasonRecordedError  = "recorded_error"
+)
+
+// Options are the case-run flags.
+type Options struct {
+	// FromStart reruns the whole recorded run through the ladder instead of
+	// verifying the prefix (--from-start).
+	FromStart bool
+	// Inputs override the bundle's inputs by name (--input KEY=JSON).
+	Inputs map[string]json.RawMessage
+	// Model and System replace the model id and system prompt of the run's
+	// model calls (--model, --prompt-file).
+	Model, System string
+	// Supply holds supplied answers (--supply); ignored with ReplayOnly.
+	Supply Supply
+	// LiveBudget caps the calls that run live (--live-budget); nil means
+	// DefaultLiveBudget. Pure calls never count.
+	LiveBudget *int
+	// MaxCostUSD, when set, caps the spend of live model calls
+	// (--max-cost-usd).
+	MaxCostUSD *float64
+	// Prices are added to (or replace entries of) DefaultPrices (--prices).
+	Prices Prices
+	// AllowWrite are the --allow-write tokens: tool:<name>, step:<name>,
+	// step:<id>.
+	AllowWrite []string
+	// ReplayOnly removes the live rung (--replay-only).
+	ReplayOnly bool
+	// Values puts call values and the result on the lines (--values).
+	Values bool
+}
+
+// Params name a case run.
+type Params struct {
+	// Bundle is the decoded case; required.
+	Bundle *bundle.Bundle
+	// FixtureHash is the case's hash, reported on the outcome line.
+	FixtureHash string
+	// Target is the registered target to run; default the manifest's
+	// target_name.
+	Target string
+	// RunID is the new run's id; required.
+	RunID string
+	// Registry holds the targets; required.
+	Registry *flow.Registry
+	// Log is the new run's journal; required.
+	Log flow.Log
+	// Models is the model client for live model calls; default the agent's
+	// own client.
+	Models flow.ModelClient
+	// Clock is the base clock (default the system clock); the run gets a
+	// clock on top of it that jumps over waits instead of waiting.
+	Clock flow.Clock
+	// Options are the flags.
+	Options
+}
+
+// Divergence says which call left the recording and how: the call made,
+// the call recorded at the same position (prefix) or under the same key,
+// both fingerprints, and a field-level diff of the inputs where the
+// recording holds the recorded input (call:start events in the history).
+type Divergence struct {
+	Seq                 int        `json:"seq"`
+	Call                string     `json:"call"`
+	ActualFingerprint   string     `json:"actual_fingerprint"`
+	RecordedCall        string     `json:"recorded_call,omitempty"`
+	RecordedFingerprint string     `json:"recorded_fingerprint,omitempty"`
+	Diff                *InputDiff `json:"diff,omitempty"`
+}
+
+// CallLine is the {"type":"call"} line of a new post-fork call.
+type CallLine struct {
+	Type        string          `json:"type"`
+	Seq         int             `json:"seq"`
+	Kind        string          `json:"kind"`
+	Key         string          `json:"key"`
+	Effect      string          `json:"effect"`
+	Fingerprint string          `json:"fingerprint"`
+	Provenance  string          `json:"provenance"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Error       json.RawMessage `json:"error,omitempty"`
+}
+
+// CodeVersions are the recorded and current code versions of the target.
+type CodeVersions struct {
+	Recorded string `json:"recorded"`
+	Current  string `json:"current"`
+}
+
+// Outcome is the {"type":"outcome"} line.
+type Outcome struct {
+	Type    string      `json:"type"`
+	RunID   string      `json:"run_id"`
+	Target  string      `json:"target"`
+	Status  flow.Status `json:"status"`
+	Code    string      `json:"code,omitempty"`
+	Message string      `json:"message,omitempty"`
+	// StopKey and StopToken are set (null or a string) on a run:error.
+	StopKey    json.RawMessage `json:"stop_key,omitempty"`
+	StopToken  json.RawMessage `json:"stop_token,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
+	Divergence *Divergence     `json:"divergence,omitempty"`
+	// Provenance counts the new post-fork calls by provenance.
+	Provenance map[string]int `json:"provenance"`
+	// PrefixCalls counts the recorded prefix calls verified.
+	PrefixCalls  int      `json:"prefix_calls"`
+	ChangedCalls []string `json:"changed_calls"`
+	LiveCalls    int      `json:"live_calls"`
+	CostUSD      float64  `json:"cost_usd"`
+	// CostObservable is false when a live model call reported no usage or
+	// used a model with no price.
+	CostObservable bool         `json:"cost_observable"`
+	CodeVersion    CodeVersions `json:"code_version"`
+	FixtureHash    string       `json:"fixture_hash"`
+	// UnconsumedKeys (replay-only) are the recorded post-fork calls the run
+	// never made.
+	UnconsumedKeys *[]string       `json:"unconsumed_keys,omitempty"`
+	Result         json.RawMessage `json:"result,omitempty"`
+	LastSeq        int64           `json:"last_seq"`
+}
+
+// Report is what a case run printed: its call lines and its outcome.
+type Report struct {
+	Calls   []CallLine
+	Outcome Outcome
+}
+
+// ExitStatus is the CLI exit status of the report: 0 complete (and, under
+// replay-only, every recorded call consumed), 2 a refusal before start
+// (prefix_diverged), 3 a run that failed, was cancelled or suspended.
+func (r Report) ExitStatus() int {
+	o := r.Outcome
+	switch {
+	case o.Status == flow.StatusComplete && (o.UnconsumedKeys == nil || len(*o.UnconsumedKeys) == 0):
+		return messages.ExitOK
+	case o.Status == flow.StatusError && !messages.Code(o.Code).IsRunStop() && messages.Code(o.Code).Known():
+		return messages.ExitRefused
+	}
+	return messages.ExitRunFailed
+}
+
+type recCall struct {
+	ref   flow.CallRef
+	input json.RawMessage
+}
+
+// engine is one case run: the resolver of the top-level run.
+type engine struct {
+	p       Params
+	target  flow.TargetInfo
+	prefix  []recCall
+	inputs  map[string]json.RawMessage // recorded inputs by call id
+	results map[string]bundle.Result
+	allow   map[string]bool
+	steps   map[string][]string // step name → registration ids
+	budget  int
+	prices  Prices
+
+	mu           sync.Mutex
+	consumed     map[string]bool
+	prefixDone   int
+	liveCalls    int
+	cost         float64
+	unobservable string
+	calls        []CallLine
+	counts       map[string]int
+	changed      []string
+	divergence   *Divergence
+	reason       string
+	outcome      *Outcome
+}
+
+// Run runs a case: a new run of the target (p.RunID in p.Log) whose calls
+// resolve from the bundle. It returns the report; the error is non-nil for
+// invalid parameters, an unknown target, bad inputs, or a journal failure.
+// Children of the run (child runs, gathers, sub-agent tools) that the
+// ladder lets run live run entirely live with the same clock: their calls
+// are part of the parent's call (its allow token and budget count), only
+// their model spend is added to the cost.
+func Run(ctx context.Context, p Params) (Report, error) {
+	if p.Bundle == nil || p.Registry == nil || p.Log == nil || p.RunID == "" {
+		return Report{}, errors.New("replay: Bundle, Registry, Log and RunID are required")
+	}
+	m := p.Bundle.Manifest
+	if p.Target == "" {
+		p.Target = m.TargetName
+	}
+	info, ok := p.Registry.Lookup(p.Target)
+	if !ok {
+		return Report{}, fmt.Errorf("replay: %w: %q", flow.ErrUnknownTarget, p.Target)
+	}
+	e := &engine{
+		p: p, target: info,
+		inputs:   map[string]json.RawMessage{},
+		results:  map[string]bundle.Result{},
+		allow:    map[string]bool{},
+		steps:    map[string][]string{},
+		consumed: map[string]bool{},
+		counts:   map[string]int{ProvReused: 0, ProvSimulated: 0, ProvLive: 0, ProvChanged: 0},
+		budget:   DefaultLiveBudget,
+		prices:   DefaultPrices().Merge(p.Prices),
+		changed:  []string{},
+	}
+	if p.LiveBudget != nil {
+		e.budget = *p.LiveBudget
+	}
+	for _, t := range p.AllowWrite {
+		e.allow[t] = true
+	}
+	for _, s := range append(slices.Clone(m.Registration.Steps), info.Registration.Steps...) {
+		e.steps[s.Name] = append(e.steps[s.Name], s.ID)
+	}
+	for _, r := range p.Bundle.Results {
+		e.results[r.Kind+":"+r.Key] = r
+	}
+	for i, raw := range p.Bundle.History {
+		var ev struct {
+			Kind  string          `json:"kind"`
+			Call  *flow.CallRef   `json:"call"`
+			Input json.RawMessage `json:"input"`
+		}
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			return Report{}, messages.Errorf(messages.BundleCorrupt, "history event %d: %v", i, err)
+		}
+		if ev.Kind == string(flow.EventCallStart) && ev.Call != nil {
+			e.prefix = append(e.prefix, recCall{ref: *ev.Call, input: ev.Input})
+			e.inputs[ev.Call.ID()] = ev.Input
+		}
+	}
+	inputs := map[string]json.RawMessage{}
+	if len(m.Inputs) > 0 && string(m.Inputs) != "null" {
+		if err := json.Unmarshal(m.Inputs, &inputs); err != nil {
+			return Report{}, messages.Errorf(messages.BundleCorrupt, "manifest inputs: %v", err)
+		}
+	}
+	for k, v := range p.Inputs {
+		inputs[k] = v
+	}
+
+	base := p.Clock
+	if base == nil {
+		base = flow.SystemClock{}
+	}
+	log := &caseLog{Log: p.Log, e: e}
+	rt, err := flow.NewRuntime(flow.Config{
+		Registry: p.Registry, Log: log, Models: p.Models,
+		Resolver: childResolver{e}, Clock: &JumpClock{Base: base},
+	})
+	if err != nil {
+		return Report{}, err
+	}
+	out, err := rt.Run(ctx, flow.RunParams{
+		RunID: p.RunID, Target: p.Target, Inputs: inputs, Resolver: e,
+		Models: p.Models, Model: p.Model, System: p.System,
+	})
+	if err != nil {
+		return Report{}, fmt.Errorf("replay: run %s: %w", p.RunID, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.outcome == nil {
+		// No terminal event (suspended): write case:outcome now.
+		o := e.outcomeLocked(flow.Event{}, out)
+		e.outcome = &o
+		ev := flow.Event{Kind: flow.EventCaseOutcome, At: time.Now().UTC(), Extra: lineExtra(o, false)}
+		if _, err := p.Log.Append(ctx, p.RunID, flow.Batch{Target: p.Target, Events: []flow.Event{ev}}); err != nil {
+			return Report{}, fmt.Errorf("replay: run %s: write case:outcome: %w", p.RunID, err)
+		}
+	}
+	o := *e.outcome
+	o.LastSeq = max(o.LastSeq, out.LastSeq)
+	return Report{Calls: slices.Clone(e.calls), Outcome: o}, nil
+}
+
+// Resolve implements flow.Resolver: prefix verification, then the ladder.
+func (e *engine) Resolve(ctx context.Context, c flow.Call) (flow.Resolution, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.p.FromStart && c.Seq < len(e.prefix) {
+		return e.verifyPrefix(c), nil
+	}
+	return e.ladder(c), nil
+}
+
+func (e *engine) stop(c flow.Call, code messages.Code, format string, args ...any) flow.Resolution {
+	return flow.StopWith(&flow.StopError{Code: code, Message: fmt.Sprintf(format, args...), StopKey: c.ID()})
+}
+
+func (e *engine) verifyPrefix(c flow.Call) flow.Resolution {
+	rec := e.prefix[c.Seq]
+	id := c.ID()
+	if rec.ref.ID() != id || !e.sameFingerprint(c, rec.ref.Fingerprint, rec.input) {
+		d := &Divergence{Seq: c.Seq, Call: id, ActualFingerprint: c.Fingerprint,
+			RecordedCall: rec.ref.ID(), RecordedFingerprint: rec.ref.Fingerprint}
+		if rec.ref.ID() == id && rec.input != nil {
+			d.Diff = DiffInputs(rec.input, c.Input)
+		}
+		e.divergence = d
+		if rec.ref.ID() != id {
+			return e.stop(c, messages.PrefixDiverged, "prefix call %d: the recording has %s, the target made %s", c.Seq, rec.ref.ID(), id)
+		}
+		return e.stop(c, messages.PrefixDiverged, "prefix call %d %s: recorded fingerprint %s, actual %s%s",
+			c.Seq, id, rec.ref.Fingerprint, c.Fingerprint, diffText(d.Diff))
+	}
+	res, ok := e.results[id]
+	if !ok {
+		return e.stop(c, messages.PrefixDiverged, "prefix call %d %s has no recorded result", c.Seq, id)
+	}
+	e.consumed[id] = true
+	e.prefixDone = c.Seq + 1
+	return recorded(res, ProvReused)
+}
+
+// sameFingerprint compares a call with its recording. Two differences that
+// a case run causes itself are not divergences: a signal send whose run_id
+// is the case run (or one of its children) matches the recording's send to
+// the recorded run; and under --model or --prompt-file a prefix model call
+// matches when it differs only in model or system.
+func (e *engine) sameFingerprint(c flow.Call, fp string, recInput json.RawMessage) bool {
+	if c.Fingerprint == fp {
+		return true
+	}
+	var actual map[string]json.RawMessage
+	if json.Unmarshal(c.Input, &actual) != nil || actual == nil {
+		return false
+	}
+	changed := false
+	if c.Kind == flow.KindStep && strings.HasPrefix(c.Key, "sigsend:") {
+		var to string
+		src := e.p.Bundle.Manifest.Source.RunID
+		if json.Unmarshal(actual["run_id"], &to) == nil && src != "" &&
+			(to == e.p.RunID || strings.HasPrefix(to, e.p.RunID+"/")) {
+			actual["run_id"], _ = json.Marshal(src + strings.TrimPrefix(to, e.p.RunID))
+			changed = true
+		}
+	}
+	if c.Kind == flow.KindModel && (e.p.Model != "" || e.p.System != "") && recInput != nil {
+		var was map[string]json.RawMessage
+		if json.Unmarshal(recInput, &was) == nil {
+			actual["model"], actual["system"] = was["model"], was["system"]
+			changed = true
+		}
+	}
+	if !changed {
+		return false
+	}
+	_, got, err := flow.Fingerprint(actual)
+	return err == nil && got == fp
+}
+
+func diffText(d *InputDiff) string {
+	if d == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (input fields added %v, removed %v, changed %v)", d.Added, d.Removed, d.Changed)
+}
+
+func recorded(res bundle.Result, prov string) flow.Resolution {
+	if res.Error != nil {
+		var ce flow.CallError
+		_ = json.Unmarshal(res.Error, &ce)
+		return flow.AnswerError(&ce, prov)
+	}
+	return flow.Answer(res.Result, prov)
+}
+
+func waits(k flow.CallKind) bool {
+	return k == flow.KindInterrupt || k == flow.KindSignal || k == flow.KindStream
+}
+
+// ladder resolves a post-fork call: reused, simulated, live or changed, or
+// a stop.
+func (e *engine) ladder(c flow.Call) flow.Resolution {
+	id := c.ID()
+	rec, ok := e.results[id]
+	replaced, badError := false, false
+	if ok && !e.consumed[id] {
+		e.consumed[id] = true
+		if e.sameFingerprint(c, rec.Fingerprint, e.inputs[id]) {
+			if rec.Error == nil {
+				return flow.Answer(rec.Result, ProvReused)
+			}
+			var ce flow.CallError
+			if json.Unmarshal(rec.Error, &ce) == nil && ce.Type != "" && !(e.p.ReplayOnly && messages.Code(ce.Type).Known()) {
+				return flow.AnswerError(&ce, ProvReused)
+			}
+			badError = true
+		}
+		replaced = true
+	}
+	prov := ProvLive
+	if replaced {
+		prov = ProvChanged
+	}
+	if e.p.ReplayOnly {
+		if c.Effect == flow.Pure && !waits(c.Kind) {
+			return flow.Resolution{Action: flow.ActLive, Provenance: prov}
+		}
+		d := &Divergence{Seq: c.Seq, Call: id, ActualFingerprint: c.Fingerprint}
+		switch {
+		case badError:
+			e.reason = ReasonRecordedError
+		case replaced:
+			e.reason = ReasonInputChanged
+			d.RecordedCall, d.RecordedFingerprint = id, rec.Fingerprint
+			if in, ok := e.inputs[id]; ok {
+				d.Diff = DiffInputs(in, c.Input)
+			}
+		default:
+			e.reason = ReasonUnexpectedCall
+		}
+		e.divergence = d
+		switch e.reason {
+		case ReasonRecordedError:
+			return e.stop(c, messages.ReplayDiverged, "%s: the recording holds an error that cannot be replayed (%s)", id, rec.Error)
+		case ReasonInputChanged:
+			return e.stop(c, messages.ReplayDiverged, "%s: input changed: recorded fingerprint %s, actual %s%s", id, rec.Fingerprint, c.Fingerprint, diffText(d.Diff))
+		}
+		return e.stop(c, messages.ReplayDiverged, "%s: unexpected call: the recording has no such call", id)
+	}
+	if ans, ok := e.supplied(c); ok {
+		if err := flow.ValidateAnswer(c.Kind, ans); err != nil {
+			return e.stop(c, messages.MissingContext, "the supplied answer for %s has the wrong shape: %v", id, err)
+		}
+		return flow.Answer(ans, ProvSimulated)
+	}
+	if waits(c.Kind) {
+		return e.stop(c, messages.MissingContext, "%s has no recorded or supplied answer and a case run never waits (supply calls[%q])", id, id)
+	}
+	if c.Effect == flow.Pure {
+		return flow.Resolution{Action: flow.ActLive, Provenance: prov}
+	}
+	if c.Effect == flow.Write && !e.allowed(c) {
+		return flow.StopWith(&flow.StopError{Code: messages.WriteNotAllowed, StopKey: id, StopToken: c.Token,
+			Message: fmt.Sprintf("%s is a write; allow it with --allow-write %s", id, c.Token)})
+	}
+	if e.liveCalls >= e.budget {
+		return e.stop(c, messages.LiveBudgetExceeded, "%s would be live call %d, over --live-budget %d", id, e.liveCalls+1, e.budget)
+	}
+	if e.p.MaxCostUSD != nil && e.unobservable != "" {
+		return e.stop(c, messages.LiveBudgetExceeded, "%s: the spend of %s is unobservable under --max-cost-usd", id, e.unobservable)
+	}
+	if c.Kind == flow.KindModel && e.p.MaxCostUSD != nil {
+		model := modelOf(c.Input)
+		if _, ok := e.prices[model]; !ok {
+			return e.stop(c, messages.LiveBudgetExceeded, "%s: model %q has no price under --max-cost-usd (add it with --prices)", id, model)
+		}
+		if e.cost >= *e.p.MaxCostUSD {
+			return e.stop(c, messages.LiveBudgetExceeded, "%s: spend %.6f USD reached --max-cost-usd %g", id, e.cost, *e.p.MaxCostUSD)
+		}
+	}
+	e.liveCalls++
+	return flow.Resolution{Action: flow.ActLive, Provenance: prov}
+}
+
+// allowed reports whether an --allow-write token names the write c.
+func (e *engine) allowed(c flow.Call) bool {
+	if c.Token != "" && e.allow[c.Token] {
+		return true
+	}
+	if c.Kind == flow.KindStep && c.Name != "" {
+		if e.allow["step:"+c.Name] {
+			return true
+		}
+		for _, id := range e.steps[c.Name] {
+			if e.allow["step:"+id] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (e *engine) supplied(c flow.Call) (json.RawMessage, bool) {
+	if a, ok := e.p.Supply.Calls[c.ID()]; ok {
+		return a, true
+	}
+	if c.Kind == flow.KindTool {
+		if a, ok := e.p.Supply.Tools[c.Name]; ok {
+			return a, true
+		}
+	}
+	return nil, false
+}
+
+func modelOf(input json.RawMessage) string {
+	var in struct {
+		Model string `json:"model"`
+	}
+	_ = json.Unmarshal(input, &in)
+	return in.Model
+}
+
+// Observe implements flow.Observer: it counts spend and writes the call
+// line of each new post-fork call.
+func (e *engine) Observe(ctx context.Context, o flow.Observation) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := o.Call
+	if o.Resolution.Action == flow.ActLive && c.Kind == flow.KindModel {
+		e.spendLocked(c, o.Record)
+	}
+	if !e.p.FromStart && c.Seq < len(e.prefix) {
+		return
+	}
+	prov := o.Resolution.Provenance
+	e.counts[prov]++
+	if prov == ProvChanged {
+		e.changed = append(e.changed, c.ID())
+	}
+	line := CallLine{Type: "call", Seq: c.Seq, Kind: string(c.Kind), Key: c.Key, Effect: string(c.Effect),
+		Fingerprint: c.Fingerprint, Provenance: prov}
+	if e.p.Values {
+		line.Result, line.Error = o.Record.Result, o.Record.Error
+	}
+	e.calls = append(e.calls, line)
+	ev := flow.Event{Kind: flow.EventCaseCall, At: time.Now().UTC(), Extra: lineExtra(line, true)}
+	// A failed case:call append is not fatal: the call itself is journaled.
+	_, _ = e.p.Log.Append(context.WithoutCancel(ctx), e.p.RunID, flow.Batch{Target: e.p.Target, Events: []flow.Event{ev}})
+}
+
+func (e *engine) spendLocked(c flow.Call, rec bundle.Result) {
+	var resp flow.ModelResponse
+	model := modelOf(c.Input)
+	price, ok := e.prices[model]
+	if rec.Result == nil || json.Unmarshal(rec.Result, &resp) != nil || resp.Usage == nil || !ok {
+		if e.unobservable == "" && rec.Error == nil {
+			e.unobservable = c.ID()
+		}
+		return
+	}
+	e.cost += price.Cost(*resp.Usage)
+}
+
+// lineExtra turns a line into the fields of its journal event: every field
+// but "type"; for a call line the identity goes under "call" (the event's
+// own "kind" is case:call).
+func lineExtra(v any, call bool) map[string]json.RawMessage {
+	raw, _ := json.Marshal(v)
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal(raw, &m)
+	delete(m, "type")
+	if call {
+		ref, _ := json.Marshal(map[string]json.RawMessage{"kind": m["kind"], "key": m["key"], "fingerprint": m["fingerprint"], "effect": m["effect"]})
+		for _, k := range []string{"kind", "key", "fingerprint", "effect"} {
+			delete(m, k)
+		}
+		m["call"] = ref
+	}
+	return m
+}
+
+// outcomeLocked builds the outcome line from the terminal event (or, for a
+// suspended run, the runtime's outcome).
+func (e *engine) outcomeLocked(term flow.Event, out flow.Outcome) Outcome {
+	o := Outcome{Type: "outcome", RunID: e.p.RunID, Target: e.p.Target, Status: out.Status,
+		Provenance: maps2(e.counts), PrefixCalls: e.prefixDone, ChangedCalls: slices.Clone(e.changed),
+		LiveCalls: e.liveCalls, CostUSD: e.cost, CostObservable: e.unobservable == "",
+		CodeVersion: CodeVersions{Recorded: e.p.Bundle.Manifest.CodeVersion, Current: e.target.CodeVersion},
+		FixtureHash: e.p.FixtureHash, LastSeq: out.LastSeq}
+	switch term.Kind {
+	case flow.EventRunComplete:
+		o.Status = flow.StatusComplete
+		if e.p.Values {
+			o.Result = term.Result
+		}
+	case flow.EventRunError:
+		o.Status = flow.StatusError
+		o.Code, o.Message = string(term.Code), term.Message
+		o.StopKey, o.StopToken = nullable(term.StopKey), nullable(term.StopToken)
+		if term.Code == messages.ReplayDiverged {
+			o.Reason = e.reason
+		}
+		if term.Code == messages.PrefixDiverged || term.Code == messages.ReplayDiverged {
+			o.Divergence = e.divergence
+		}
+	case flow.EventRunCancelled:
+		o.Status = flow.StatusCancelled
+		o.Code = string(messages.Cancelled)
+	}
+	if e.p.ReplayOnly {
+		keys := e.unconsumedLocked()
+		o.UnconsumedKeys = &keys
+	}
+	return o
+}
+
+func maps2(m map[string]int) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func nullable(s string) json.RawMessage {
+	if s == "" {
+		return json.RawMessage("null")
+	}
+	raw, _ := json.Marshal(s)
+	return raw
+}
+
+// unconsumedLocked lists the recorded post-fork calls the run never made.
+func (e *engine) unconsumedLocked() []string {
+	var keys []string
+	for id := range e.results {
+		if !e.consumed[id] {
+			keys = append(keys, id)
+		}
+	}
+	slices.Sort(keys)
+	if keys == nil {
+		keys = []string{}
+	}
+	return keys
+}
+
+// caseLog wraps the run's journal: before the case run's terminal event it
+// checks that the whole prefix was consumed (else the run ends with
+// prefix_diverged), adds the divergence data and writes case:outcome.
+type caseLog struct {
+	flow.Log
+	e *engine
+}
+
+// Finish implements flow.Log.
+func (l *caseLog) Finish(ctx context.Context, runID string, ev flow.Event) (int64, error) {
+	e := l.e
+	if runID != e.p.RunID {
+		return l.Log.Finish(ctx, runID, ev)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ev.Kind == flow.EventRunComplete && !e.p.FromStart && e.prefixDone < len(e.prefix) {
+		rec := e.prefix[e.prefixDone]
+		e.divergence = &Divergence{Seq: e.prefixDone, Call: "", RecordedCall: rec.ref.ID(), RecordedFingerprint: rec.ref.Fingerprint}
+		ev = flow.Event{Kind: flow.EventRunError, At: ev.At, Code: messages.PrefixDiverged, StopKey: rec.ref.ID(),
+			Message: fmt.Sprintf("the target ended after %d of the %d prefix calls; the recording has %s next", e.prefixDone, len(e.prefix), rec.ref.ID())}
+	}
+	if ev.Kind == flow.EventRunError {
+		if ev.Code == messages.ReplayDiverged && e.reason != "" {
+			ev.Extra = map[string]json.RawMessage{"reason": nullable(e.reason)}
+		}
+		if (ev.Code == messages.ReplayDiverged || ev.Code == messages.PrefixDiverged) && e.divergence != nil {
+			if ev.Extra == nil {
+				ev.Extra = map[string]json.RawMessage{}
+			}
+			ev.Extra["divergence"], _ = json.Marshal(e.divergence)
+		}
+	}
+	o := e.outcomeLocked(ev, flow.Outcome{})
+	co := flow.Event{Kind: flow.EventCaseOutcome, At: ev.At, Extra: lineExtra(o, false)}
+	seq, err := l.Log.Append(ctx, runID, flow.Batch{Target: e.p.Target, Events: []flow.Event{co}})
+	if err != nil {
+		return 0, err
+	}
+	o.LastSeq = seq + 1
+	seq, err = l.Log.Finish(ctx, runID, ev)
+	if err != nil {
+		return 0, err
+	}
+	o.LastSeq = seq
+	e.outcome = &o
+	return seq, nil
+}
+
+// childResolver resolves the calls of child runs: always live (the parent's
+// ladder allowed the child call), adding their model spend to the cost.
+type childResolver struct{ e *engine }
+
+// Resolve implements flow.Resolver.
+func (childResolver) Resolve(context.Context, flow.Call) (flow.Resolution, error) {
+	return flow.Live(), nil
+}
+
+// Observe implements flow.Observer.
+func (r childResolver) Observe(_ context.Context, o flow.Observation) {
+	if o.Call.Kind != flow.KindModel {
+		return
+	}
+	r.e.mu.Lock()
+	defer r.e.mu.Unlock()
+	r.e.spendLocked(o.Call, o.Record)
+}
+
+// JumpClock is the clock of a case run: it reads its base clock plus the
+// time it has jumped, and SleepUntil jumps to the wake time at once, so a
+// durable sleep advances the run's clock (and now) without waiting.
+type JumpClock struct {
+	// Base is the underlying clock.
+	Base flow.Clock
+
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+var _ flow.Clock = (*JumpClock)(nil)
+
+// Now implements flow.Clock.
+func (c *JumpClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Base.Now().Add(c.offset)
+}
+
+// SleepUntil implements flow.Clock without waiting.
+func (c *JumpClock) SleepUntil(ctx context.Context, t time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return context.Cause(ctx)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d := t.Sub(c.Base.Now().Add(c.offset)); d > 0 {
+		c.offset += d
+	}
+	return nil
+}
