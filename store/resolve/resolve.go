@@ -16,6 +16,8 @@ import (
 	"github.com/pyrula/caseworker/store"
 	"github.com/pyrula/caseworker/store/filestore"
 	"github.com/pyrula/caseworker/store/memstore"
+	"github.com/pyrula/caseworker/store/pgstore"
+	"github.com/pyrula/caseworker/store/s3store"
 )
 
 // Environment variables read by URL, in order after the flag.
@@ -60,9 +62,10 @@ func URL(flag string, getenv func(string) string) (string, error) {
 
 // Open opens the store a URL names: "memory:" (a new, empty memory store),
 // "file:///abs" or a bare path (relative paths are made absolute; the
-// directory is created if missing). "postgres://…", "postgresql://…" and
-// "s3://bucket/prefix?…" are checked like any URL and then refused with an
-// error wrapping ErrNotBuilt. An invalid URL gives an error wrapping
+// directory is created if missing), "postgres://…" and "postgresql://…"
+// (store/pgstore: the archive.case_bundles table; run `pyrula db migrate`
+// first), "s3://bucket/prefix?region=…&endpoint_url=…" (store/s3store;
+// credentials from the AWS SDK chain only). An invalid URL gives an error wrapping
 // store.ErrInvalidURL. Errors never contain a password.
 func Open(ctx context.Context, rawURL string) (store.Store, error) {
 	loc, err := store.ParseURL(rawURL)
@@ -78,9 +81,18 @@ func Open(ctx context.Context, rawURL string) (store.Store, error) {
 			return nil, fmt.Errorf("resolve: open fixture store %s: %w", loc.Identity, err)
 		}
 		return s, nil
-	case store.SchemePostgres, store.SchemeS3:
-		return nil, fmt.Errorf("fixture store %s: %w: the %s backend comes in a later version; use a directory (file:///abs/path) or memory: for now",
-			loc.Identity, ErrNotBuilt, loc.Scheme)
+	case store.SchemePostgres:
+		s, err := pgstore.Open(ctx, rawURL, pgstore.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("resolve: open fixture store %s: %w", loc.Identity, err)
+		}
+		return s, nil
+	case store.SchemeS3:
+		s, err := s3store.Open(ctx, rawURL, s3store.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("resolve: open fixture store %s: %w", loc.Identity, err)
+		}
+		return s, nil
 	default:
 		// ParseURL returns no other scheme.
 		return nil, fmt.Errorf("fixture store %s: %w", loc.Identity, ErrNotBuilt)

@@ -1,11 +1,13 @@
 package resolve_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/store"
@@ -180,22 +182,30 @@ func TestOpenFileErrors(t *testing.T) {
 	}
 }
 
-func TestOpenNotBuilt(t *testing.T) {
-	t.Parallel()
-	tests := []struct{ url, identity, backend string }{
-		{"postgres://pyrula:topsecret@db.internal/pyrula?sslmode=require", "postgres://db.internal:5432/pyrula", "postgres"},
-		{"postgresql://db.internal:6543/pyrula?password=topsecret", "postgres://db.internal:6543/pyrula", "postgres"},
-		{"s3://cases/ci?region=eu-west-1", "s3://cases/ci", "s3"},
+// TestOpenUnreachable: postgres:// and s3:// reach their backends; a server
+// that is not there is a prompt, clear error naming the store and never its
+// password. Only closed loopback ports are dialled.
+func TestOpenUnreachable(t *testing.T) {
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+	tests := []struct{ url, identity string }{
+		{"postgres://pyrula:topsecret@127.0.0.1:1/pyrula?sslmode=disable&connect_timeout=2", "postgres://127.0.0.1:1/pyrula"},
+		{"postgresql://127.0.0.1:1/pyrula?password=topsecret&connect_timeout=2", "postgres://127.0.0.1:1/pyrula"},
+		{"s3://cases/ci?region=eu-west-1&endpoint_url=http://127.0.0.1:1", "s3://cases/ci"},
 	}
 	for _, tc := range tests {
-		s, err := resolve.Open(t.Context(), tc.url)
-		if s != nil || !errors.Is(err, resolve.ErrNotBuilt) {
-			t.Errorf("Open(%q) = %v, %v; want ErrNotBuilt", tc.url, s, err)
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		s, err := resolve.Open(ctx, tc.url)
+		cancel()
+		if s != nil || err == nil {
+			t.Errorf("Open(%q) = %v, %v; want an error", tc.url, s, err)
 			continue
 		}
-		msg := err.Error()
-		if strings.Contains(msg, "topsecret") || !strings.Contains(msg, tc.identity) || !strings.Contains(msg, tc.backend) || !strings.Contains(msg, "later version") {
-			t.Errorf("Open(%q): %q should name the store %s and the %s backend, say it comes later, and show no password", tc.url, msg, tc.identity, tc.backend)
+		if msg := err.Error(); strings.Contains(msg, "topsecret") || !strings.Contains(msg, tc.identity) {
+			t.Errorf("Open(%q): %q should name the store %s and show no password", tc.url, msg, tc.identity)
 		}
 	}
 }
