@@ -1,0 +1,116 @@
+package replay_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/replay"
+)
+
+type stepIn struct {
+	N int `json:"n"`
+}
+
+// resumable registers a workflow of three steps: a (read, input {"n": first}),
+// b (pure, input {"n": second}; a case run runs it live when its input
+// differs from the recording, and then it calls crash), c (read).
+func resumable(t *testing.T, first, second int, crash func()) *flow.Registry {
+	t.Helper()
+	reg := flow.NewRegistry()
+	err := flow.RegisterWorkflow(reg, flow.Workflow[struct{}, int]{
+		Name: "resumable", CodeVersion: "v1", Defaults: struct{}{},
+		Run: func(ctx context.Context, _ struct{}) (int, error) {
+			a, err := flow.Step(ctx, "a", stepIn{first}, func(_ context.Context, in stepIn) (int, error) { return in.N, nil }, flow.WithEffect(flow.Read))
+			if err != nil {
+				return 0, err
+			}
+			b, err := flow.Step(ctx, "b", stepIn{second}, func(_ context.Context, in stepIn) (int, error) {
+				if crash != nil {
+					crash()
+				}
+				return in.N, nil
+			}, flow.WithEffect(flow.Pure))
+			if err != nil {
+				return 0, err
+			}
+			c, err := flow.Step(ctx, "c", stepIn{3}, func(_ context.Context, in stepIn) (int, error) { return in.N, nil }, flow.WithEffect(flow.Read))
+			return a + b + c, err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// TestResumeFindsChangedInput: a case run that crashed is resumed on its own
+// journal by changed code whose first call has another input: the run stops
+// with replay_input_changed (exit 3) instead of mixing the two versions.
+func TestResumeFindsChangedInput(t *testing.T) {
+	// Record the run live and save it after run:start (every call post-fork).
+	recLog := flow.NewMemLog()
+	rt, err := flow.NewRuntime(flow.Config{Registry: resumable(t, 1, 2, nil), Log: recLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := rt.Run(context.Background(), flow.RunParams{RunID: "rec", Target: "resumable"}); err != nil || out.Status != flow.StatusComplete {
+		t.Fatalf("record: %+v %v", out, err)
+	}
+	var history []json.RawMessage
+	var inputs json.RawMessage
+	for _, ev := range recLog.Events("rec")[:1] {
+		raw, _ := json.Marshal(ev)
+		history = append(history, raw)
+		inputs = ev.Inputs
+	}
+	fork := int64(1)
+	b := &bundle.Bundle{
+		Manifest: bundle.Manifest{Format: 1, Kind: bundle.KindWorkflow, TargetName: "resumable", CodeVersion: "v1",
+			ForkAfterSeq: &fork, Inputs: inputs, Source: bundle.Source{RunID: "rec"}},
+		History: history,
+		Results: recLog.Results("rec"),
+	}
+
+	// The case run crashes inside b: its context ends, no terminal event.
+	caseLog := flow.NewMemLog()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	crashed, err := replay.Run(ctx, replay.Params{Bundle: b, RunID: "case", Registry: resumable(t, 1, 5, func() { cancel(errors.New("crash")) }),
+		Log: caseLog, FixtureHash: "h", Options: replay.Options{}})
+	if err == nil {
+		t.Fatalf("the crashed case run returned no error: %+v", crashed.Outcome)
+	}
+	for _, ev := range caseLog.Events("case") {
+		if ev.Kind.Terminal() {
+			t.Fatalf("a crashed run has a terminal event: %+v", ev)
+		}
+	}
+
+	// Resumed by code whose step a now has another input.
+	rep, err := replay.Run(context.Background(), replay.Params{Bundle: b, RunID: "case", Registry: resumable(t, 7, 5, nil),
+		Log: caseLog, FixtureHash: "h", Options: replay.Options{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Outcome.Code != "replay_input_changed" || rep.ExitStatus() != 3 {
+		t.Fatalf("resume with changed input: %+v", rep.Outcome)
+	}
+	events := caseLog.Events("case")
+	if last := events[len(events)-1]; last.Kind != flow.EventRunError || last.Code != "replay_input_changed" {
+		t.Fatalf("last event %+v", last)
+	}
+
+	// Resumed by the same code instead, it completes.
+	log2 := flow.NewMemLog()
+	ctx2, cancel2 := context.WithCancelCause(context.Background())
+	replay.Run(ctx2, replay.Params{Bundle: b, RunID: "case", Registry: resumable(t, 1, 5, func() { cancel2(errors.New("crash")) }),
+		Log: log2, FixtureHash: "h", Options: replay.Options{}})
+	rep, err = replay.Run(context.Background(), replay.Params{Bundle: b, RunID: "case", Registry: resumable(t, 1, 5, nil),
+		Log: log2, FixtureHash: "h", Options: replay.Options{}})
+	if err != nil || rep.Outcome.Status != flow.StatusComplete {
+		t.Fatalf("resume with the same code: %+v %v", rep.Outcome, err)
+	}
+}
