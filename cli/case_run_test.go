@@ -21,6 +21,7 @@ type caseLine struct {
 	UnconsumedKeys []string                           `json:"unconsumed_keys"`
 	ChangedCalls   []string                           `json:"changed_calls"`
 	LiveCalls      int                                `json:"live_calls"`
+	CostUSD        float64                            `json:"cost_usd"`
 	FixtureHash    string                             `json:"fixture_hash"`
 	Result         json.RawMessage                    `json:"result"`
 	CodeVersion    struct{ Recorded, Current string } `json:"code_version"`
@@ -262,4 +263,36 @@ func editedCase(t *testing.T, e *journalEnv, h, key string) string {
 	b["results"] = keep
 	raw, _ := json.Marshal(b)
 	return writeFile(t, "edited-"+strings.ReplaceAll(key, ":", "_")+".json", raw)
+}
+
+// TestCaseRunCosts: live model calls are priced from --prices, a prompt above
+// a long-context tier's threshold is priced entirely at the tier's rates, and
+// a cost ceiling stops the run with live_budget_exceeded.
+func TestCaseRunCosts(t *testing.T) {
+	t.Parallel()
+	e := newJournalEnv(t, false)
+	h := savedCase(t, e, "support_agent", "model:0")
+	costOf := func(prices string, extra ...string) (caseLine, result) {
+		t.Helper()
+		f := writeFile(t, "prices.json", []byte(prices))
+		args := append([]string{"case", "run", h, "--model", "local-support-2", "--allow-write", "tool:refund", "--prices", f}, extra...)
+		r := e.run(args...)
+		_, out := outcomeOf(t, r)
+		return out, r
+	}
+	base, r := costOf(`{"local-support-2":{"input_per_mtok":1,"output_per_mtok":1}}`)
+	if r.code != 0 || base.CostUSD <= 0 || base.LiveCalls != 3 {
+		t.Fatalf("priced run\n%s", r)
+	}
+	// Every prompt is above 1 token: all three calls at the tier's rates (x1000).
+	tier, r := costOf(`{"local-support-2":{"input_per_mtok":1,"output_per_mtok":1,"long_context":{"above_input_tokens":1,"input_per_mtok":1000,"output_per_mtok":1000}}}`)
+	if r.code != 0 || tier.CostUSD < base.CostUSD*999 || tier.CostUSD > base.CostUSD*1001 {
+		t.Fatalf("long-context tier: cost %v, base %v\n%s", tier.CostUSD, base.CostUSD, r)
+	}
+	// A ceiling below what the first call costs: the next live call stops.
+	ceiling := fmt.Sprint(base.CostUSD / 10)
+	stopped, r := costOf(`{"local-support-2":{"input_per_mtok":1,"output_per_mtok":1}}`, "--max-cost-usd", ceiling)
+	if r.code != 3 || stopped.Code != "live_budget_exceeded" || stopped.LiveCalls >= 3 {
+		t.Fatalf("cost ceiling %s\n%s", ceiling, r)
+	}
 }
