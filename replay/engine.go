@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -548,7 +549,7 @@ func (e *engine) Observe(ctx context.Context, o flow.Observation) {
 		line.Result, line.Error = o.Record.Result, o.Record.Error
 	}
 	e.calls = append(e.calls, line)
-	ev := flow.Event{Kind: flow.EventCaseCall, At: time.Now().UTC(), Extra: lineExtra(line, true)}
+	ev := flow.Event{Kind: flow.EventCaseCall, At: time.Now().UTC(), Extra: callExtra(line)}
 	// A failed case:call append is not fatal: the call itself is journaled.
 	_, _ = e.p.Log.Append(context.WithoutCancel(ctx), e.p.RunID, flow.Batch{Target: e.p.Target, Events: []flow.Event{ev}})
 }
@@ -582,6 +583,29 @@ func lineExtra(v any, call bool) map[string]json.RawMessage {
 		m["call"] = ref
 	}
 	return m
+}
+
+// callExtra is lineExtra(line, true) built directly, without the JSON round
+// trip (it runs once per call); lines with values take the general path.
+func callExtra(line CallLine) map[string]json.RawMessage {
+	if len(line.Result) > 0 || len(line.Error) > 0 {
+		return lineExtra(line, true)
+	}
+	ref, err := json.Marshal(struct {
+		Effect      string `json:"effect"`
+		Fingerprint string `json:"fingerprint"`
+		Key         string `json:"key"`
+		Kind        string `json:"kind"`
+	}{line.Effect, line.Fingerprint, line.Key, line.Kind})
+	prov, err2 := json.Marshal(line.Provenance)
+	if err != nil || err2 != nil {
+		return lineExtra(line, true)
+	}
+	return map[string]json.RawMessage{
+		"seq":        strconv.AppendInt(nil, int64(line.Seq), 10),
+		"provenance": prov,
+		"call":       ref,
+	}
 }
 
 // outcomeLocked builds the outcome line from the terminal event (or, for a
