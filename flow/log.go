@@ -170,7 +170,9 @@ func (m *MemLog) encode(r *memRun, events []Event) ([]json.RawMessage, error) {
 	out := make([]json.RawMessage, 0, len(events))
 	for i, ev := range events {
 		ev.RunSeq = int64(len(r.events) + i + 1)
-		raw, err := json.Marshal(ev)
+		// MarshalJSON directly: json.Marshal would validate and compact its
+		// output once more.
+		raw, err := ev.MarshalJSON()
 		if err != nil {
 			return nil, err
 		}
