@@ -3,6 +3,7 @@ package cli_test
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -294,5 +295,21 @@ func TestCaseRunCosts(t *testing.T) {
 	stopped, r := costOf(`{"local-support-2":{"input_per_mtok":1,"output_per_mtok":1}}`, "--max-cost-usd", ceiling)
 	if r.code != 3 || stopped.Code != "live_budget_exceeded" || stopped.LiveCalls >= 3 {
 		t.Fatalf("cost ceiling %s\n%s", ceiling, r)
+	}
+}
+
+// TestRecordedSamplesReplay is the replay check of the product page run on
+// the sample cases in testdata/cases, recorded from the example targets: the
+// current examples must make the same calls with the same inputs. A change to
+// flow/examples that fails it needs the samples recorded again (see
+// docs/cli.md, "case run").
+func TestRecordedSamplesReplay(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"checkout-recorded.json", "support-agent-recorded.json"} {
+		r := run(t, invocation{args: []string{"case", "run", filepath.Join("..", "testdata", "cases", name), "--replay-only"}})
+		wantOK(t, r)
+		if _, out := outcomeOf(t, r); out.Status != "complete" || out.LiveCalls != 0 || len(out.UnconsumedKeys) != 0 {
+			t.Fatalf("%s\n%s", name, r)
+		}
 	}
 }
