@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -11,6 +10,7 @@ import (
 	"github.com/pyrula/caseworker/internal/version"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/capture"
+	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/store"
 )
 
@@ -59,27 +59,20 @@ bundle_too_large.`,
 }
 
 func (a *app) save(ctx context.Context, s store.Store, j journal.Journal, target, runID string, p capture.Params) error {
-	r, err := j.Run(ctx, runID)
-	if errors.Is(err, journal.ErrRunNotFound) {
-		return fmt.Errorf("case save: run %s is in neither Valkey (namespace %s) nor the archive", runID, j.Namespace())
-	}
+	c, err := capture.FromJournal(ctx, j, capture.FromJournalParams{
+		Target: target, RunID: runID, Params: p,
+		Registration: func(target string) (bundle.Registration, error) {
+			info, ok := a.registry().Lookup(target)
+			if !ok {
+				return bundle.Registration{}, fmt.Errorf("no target %q is registered in this binary (see %s targets)", target, a.name())
+			}
+			return info.Registration, nil
+		},
+	})
 	if err != nil {
-		return fmt.Errorf("case save: read run %s: %w", runID, err)
-	}
-	if r.Meta.TargetName != target {
-		return fmt.Errorf("case save: run %s is a run of %s, not %s", runID, r.Meta.TargetName, target)
-	}
-	if info, ok := a.registry().Lookup(target); ok {
-		p.Registration = info.Registration
-	} else {
-		return fmt.Errorf("case save: no target %q is registered in this binary (see %s targets)", target, a.name())
-	}
-	b, err := capture.Build(r, p)
-	if err != nil {
-		return err
-	}
-	c, err := bundle.Encode(b)
-	if err != nil {
+		if _, coded := messages.CodeOf(err); coded {
+			return err
+		}
 		return fmt.Errorf("case save: %w", err)
 	}
 	if _, err := store.Save(ctx, s, c); err != nil {

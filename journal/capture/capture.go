@@ -9,7 +9,9 @@
 package capture
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -235,4 +237,61 @@ func joinList(items []string) string {
 		out += s
 	}
 	return out + more
+}
+
+// ErrTargetMismatch means the run read by FromJournal is a run of another
+// target than the one asked for.
+var ErrTargetMismatch = errors.New("run is of another target")
+
+// FromJournalParams say which run FromJournal captures and how.
+type FromJournalParams struct {
+	// Target is the target the caller expects the run to be of.
+	Target string
+	// RunID names the run, live or archived.
+	RunID string
+	// Params say how to capture it (fork, kind, registration, version).
+	Params Params
+	// Registration, when set, is called once the run is read and found to
+	// be of Target, and its result replaces Params.Registration; its error
+	// (such as "no such target registered") is returned as is.
+	Registration func(target string) (bundle.Registration, error)
+}
+
+// FromJournal reads run p.RunID from j (the live journal, then its archive),
+// checks that it is a run of p.Target, looks up the target's registration
+// (p.Registration), captures it with Build and encodes
+// the bundle canonically: what `pyrula case save` and the worker's save_case
+// share. Saving the result to a store is the caller's job.
+//
+// Errors: one wrapping journal.ErrRunNotFound when the run is in neither the
+// journal nor the archive; one wrapping ErrTargetMismatch; Build's refusals
+// (capture_incomplete, kind_mismatch) and Encode's (bundle_too_large), which
+// carry reason codes; other errors (reading the journal) are operational.
+func FromJournal(ctx context.Context, j journal.Journal, p FromJournalParams) (*bundle.Canonical, error) {
+	r, err := j.Run(ctx, p.RunID)
+	if errors.Is(err, journal.ErrRunNotFound) {
+		return nil, fmt.Errorf("run %s is in neither Valkey (namespace %s) nor the archive: %w", p.RunID, j.Namespace(), err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read run %s: %w", p.RunID, err)
+	}
+	if r.Meta.TargetName != p.Target {
+		return nil, fmt.Errorf("run %s is a run of %s, not %s: %w", p.RunID, r.Meta.TargetName, p.Target, ErrTargetMismatch)
+	}
+	if p.Registration != nil {
+		reg, err := p.Registration(p.Target)
+		if err != nil {
+			return nil, err
+		}
+		p.Params.Registration = reg
+	}
+	b, err := Build(r, p.Params)
+	if err != nil {
+		return nil, err
+	}
+	c, err := bundle.Encode(b)
+	if err != nil {
+		return nil, fmt.Errorf("encode the case of run %s: %w", p.RunID, err)
+	}
+	return c, nil
 }

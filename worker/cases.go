@@ -1,0 +1,115 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/internal/version"
+	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/journal/capture"
+	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/store"
+)
+
+// decodeBody decodes a message body into v; a body that is not a JSON
+// object is invalid_overrides.
+func decodeBody(raw json.RawMessage, v any) error {
+	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return messages.Errorf(messages.InvalidOverrides, "the body is missing")
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return messages.Errorf(messages.InvalidOverrides, "the body is not a valid object: %v", err)
+	}
+	return nil
+}
+
+// fixtureStore returns the worker's store checked against the message's
+// expected one: no_fixture_store without a store, binding_mismatch when
+// they differ.
+func (w *Worker) fixtureStore(expected string) (store.Store, error) {
+	if w.store == nil {
+		return nil, messages.Errorf(messages.NoFixtureStore, "this worker has no fixture store (set PYRULA_FIXTURE_STORE or PYRULA_POSTGRES_DSN)")
+	}
+	if err := store.CheckBinding(w.store, expected); err != nil {
+		return nil, err
+	}
+	return w.store, nil
+}
+
+// deleteCaseBundle handles delete_case_bundle.
+func (w *Worker) deleteCaseBundle(ctx context.Context, raw json.RawMessage) (any, error) {
+	var b messages.DeleteCaseBundleBody
+	if err := decodeBody(raw, &b); err != nil {
+		return nil, err
+	}
+	if b.FixtureHash == "" {
+		return nil, messages.Errorf(messages.InvalidOverrides, "fixture_hash is missing")
+	}
+	h, err := bundle.ParseHash(b.FixtureHash)
+	if err != nil {
+		return nil, messages.Errorf(messages.InvalidFixtureHash, "fixture_hash is not 64 lowercase hex characters")
+	}
+	s, err := w.fixtureStore(b.FixtureStore)
+	if err != nil {
+		return nil, err
+	}
+	deleted, err := s.Delete(ctx, h)
+	if err != nil {
+		return nil, fmt.Errorf("delete %s: %w", h, err)
+	}
+	return messages.DeleteCaseBundleResult{Deleted: deleted}, nil
+}
+
+// saveCase handles save_case: capture the run from the journal (live or
+// archived), as `pyrula case save` does, and save it durably to the store.
+func (w *Worker) saveCase(ctx context.Context, raw json.RawMessage) (any, error) {
+	var b messages.SaveCaseBody
+	if err := decodeBody(raw, &b); err != nil {
+		return nil, err
+	}
+	switch {
+	case b.TargetName == "":
+		return nil, messages.Errorf(messages.InvalidOverrides, "target_name is missing")
+	case b.RunID == "":
+		return nil, messages.Errorf(messages.InvalidOverrides, "run_id is missing")
+	case b.ForkAfterSeq != nil && *b.ForkAfterSeq < 0:
+		return nil, messages.Errorf(messages.InvalidOverrides, "fork_after_seq %d is negative", *b.ForkAfterSeq)
+	case b.Kind != "" && b.Kind != string(bundle.KindWorkflow) && b.Kind != string(bundle.KindAgent):
+		return nil, messages.Errorf(messages.InvalidOverrides, "kind %q is not workflow or agent", b.Kind)
+	}
+	s, err := w.fixtureStore(b.FixtureStore)
+	if err != nil {
+		return nil, err
+	}
+	c, err := capture.FromJournal(ctx, w.journal, capture.FromJournalParams{
+		Target: b.TargetName, RunID: b.RunID,
+		Params: capture.Params{ForkAfterSeq: b.ForkAfterSeq, Kind: bundle.Kind(b.Kind), PyrulaVersion: version.Version},
+		Registration: func(target string) (bundle.Registration, error) {
+			info, ok := w.reg.Lookup(target)
+			if !ok {
+				return bundle.Registration{}, messages.Errorf(messages.InvalidOverrides, "no target %q is registered in this worker", target)
+			}
+			return info.Registration, nil
+		},
+	})
+	switch {
+	case errors.Is(err, journal.ErrRunNotFound):
+		return nil, messages.Errorf(messages.CaptureIncomplete, "%v", err)
+	case errors.Is(err, capture.ErrTargetMismatch):
+		return nil, messages.Errorf(messages.InvalidOverrides, "%v", err)
+	case err != nil:
+		return nil, err
+	}
+	if _, err := store.Save(ctx, s, c); err != nil {
+		return nil, fmt.Errorf("save %s: %w", c.Hash(), err)
+	}
+	summary, err := json.Marshal(c.Summary())
+	if err != nil {
+		return nil, fmt.Errorf("encode the manifest summary: %w", err)
+	}
+	return messages.SaveCaseResult{FixtureHash: string(c.Hash()), FixtureStore: s.Identity(), ManifestSummary: summary}, nil
+}

@@ -1,0 +1,216 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/messages"
+)
+
+// EnvPrefix is the prefix of every variable of Config.
+const EnvPrefix = "PYRULA"
+
+// Config is the worker's configuration: one variable per field, named
+// PYRULA_<envconfig tag>, read by LoadConfig (DESIGN.md §10). Zero values
+// of optional fields mean their defaults (Defaults fills them in).
+type Config struct {
+	// FixtureStore is PYRULA_FIXTURE_STORE: the fixture store URL, resolved
+	// exactly as the CLI does (then PYRULA_POSTGRES_DSN); none means
+	// save_case and delete_case_bundle are refused no_fixture_store.
+	FixtureStore string `envconfig:"FIXTURE_STORE" desc:"fixture store URL (memory:, a directory, postgres://, s3://); default PYRULA_POSTGRES_DSN"`
+	// PostgresDSN is PYRULA_POSTGRES_DSN: the journal archive, and the
+	// fixture store when PYRULA_FIXTURE_STORE is unset.
+	PostgresDSN string `envconfig:"POSTGRES_DSN" desc:"PostgreSQL DSN of the run archive (and the fixture store when PYRULA_FIXTURE_STORE is unset)"`
+	// ValkeyURL is PYRULA_VALKEY_URL: the Valkey server (redis:// or rediss://).
+	ValkeyURL string `envconfig:"VALKEY_URL" default:"redis://127.0.0.1:6379/0" desc:"Valkey URL (redis:// or rediss://)"`
+	// Namespace is PYRULA_NAMESPACE: the prefix of every key.
+	Namespace string `envconfig:"NAMESPACE" default:"pyrula" desc:"key namespace"`
+	// CompletedTTL is PYRULA_COMPLETED_TTL: how long finished runs stay in Valkey.
+	CompletedTTL time.Duration `envconfig:"COMPLETED_TTL" default:"24h" desc:"how long a finished run's keys live in Valkey"`
+	// CaseStream is PYRULA_CASE_STREAM: the message stream (default <ns>:case-messages).
+	CaseStream string `envconfig:"CASE_STREAM" desc:"message stream (default <namespace>:case-messages)"`
+	// ReplyStream is PYRULA_REPLY_STREAM: replies of messages without a
+	// reply_to (default <ns>:case-replies).
+	ReplyStream string `envconfig:"REPLY_STREAM" desc:"reply stream for messages without reply_to (default <namespace>:case-replies)"`
+	// ConsumerGroup is PYRULA_CONSUMER_GROUP.
+	ConsumerGroup string `envconfig:"CONSUMER_GROUP" default:"case-workers" desc:"consumer group of the message stream"`
+	// ConsumerName is PYRULA_CONSUMER_NAME: stable per pod (default the host name).
+	ConsumerName string `envconfig:"CONSUMER_NAME" desc:"consumer name, stable per pod (default the host name)"`
+	// Concurrency is PYRULA_CONCURRENCY: messages handled at once.
+	Concurrency int `envconfig:"CONCURRENCY" default:"16" desc:"messages handled at once"`
+	// RunConcurrency is PYRULA_RUN_CONCURRENCY: runs executed at once (not used yet).
+	RunConcurrency int `envconfig:"RUN_CONCURRENCY" default:"4" desc:"runs executed at once (reserved: runs are not executed yet)"`
+	// MaxDeliveries is PYRULA_MAX_DELIVERIES: deliveries before a message is dead-lettered.
+	MaxDeliveries int `envconfig:"MAX_DELIVERIES" default:"5" desc:"deliveries of a failing message before it is dead-lettered"`
+	// ClaimIdle is PYRULA_CLAIM_IDLE: the idle time after which a pending
+	// entry is reclaimed; it doubles with each delivery (capped at 32×).
+	ClaimIdle time.Duration `envconfig:"CLAIM_IDLE" default:"30s" desc:"idle time before a pending entry is reclaimed; doubles per delivery"`
+	// RunLease is PYRULA_RUN_LEASE: a run's lease (not used yet).
+	RunLease time.Duration `envconfig:"RUN_LEASE" default:"30s" desc:"lease of a run being executed (reserved)"`
+	// ShutdownGrace is PYRULA_SHUTDOWN_GRACE: how long in-flight messages
+	// may take to finish on SIGTERM.
+	ShutdownGrace time.Duration `envconfig:"SHUTDOWN_GRACE" default:"30s" desc:"time in-flight messages get to finish on shutdown"`
+	// WaitReplicas is PYRULA_WAIT_REPLICAS: replicas that must acknowledge
+	// the idempotency record (WAIT) before the reply and ack; 0 skips.
+	WaitReplicas int `envconfig:"WAIT_REPLICAS" default:"0" desc:"replicas that must acknowledge writes before a reply (WAIT); 0 skips"`
+	// MaxMessageBytes is PYRULA_MAX_MESSAGE_BYTES: larger entries are refused unread.
+	MaxMessageBytes int `envconfig:"MAX_MESSAGE_BYTES" default:"1048576" desc:"largest message entry accepted, in bytes"`
+	// IdempotencyTTL is PYRULA_IDEMPOTENCY_TTL: how long a message's reply
+	// is kept to answer duplicates.
+	IdempotencyTTL time.Duration `envconfig:"IDEMPOTENCY_TTL" default:"168h" desc:"how long a message id's reply is kept for duplicates"`
+	// HTTPAddr is PYRULA_HTTP_ADDR: /healthz, /readyz and /metrics.
+	HTTPAddr string `envconfig:"HTTP_ADDR" default:":9090" desc:"listen address of /healthz, /readyz and /metrics"`
+	// LogLevel is PYRULA_LOG_LEVEL: debug, info, warn or error.
+	LogLevel string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	// LogFormat is PYRULA_LOG_FORMAT: json or console.
+	LogFormat string `envconfig:"LOG_FORMAT" default:"json" desc:"json or console"`
+}
+
+// LoadConfig reads Config from the environment and validates it. A bad
+// value is an invalid_overrides error naming the variable.
+func LoadConfig() (Config, error) {
+	var c Config
+	if err := envconfig.Process(EnvPrefix, &c); err != nil {
+		// envconfig's ParseError names the variable; its value could be a
+		// secret, so only the variable and the type are shown.
+		var pe *envconfig.ParseError
+		if errors.As(err, &pe) {
+			return Config{}, messages.Errorf(messages.InvalidOverrides, "%s: not a valid %s", pe.KeyName, pe.TypeName)
+		}
+		return Config{}, messages.Errorf(messages.InvalidOverrides, "%v", err)
+	}
+	c, err := c.Defaults()
+	if err != nil {
+		return Config{}, err
+	}
+	return c, c.Validate()
+}
+
+// Defaults returns c with every empty optional field set to its default,
+// including the ones derived from the namespace and the host name.
+func (c Config) Defaults() (Config, error) {
+	if c.ValkeyURL == "" {
+		c.ValkeyURL = "redis://127.0.0.1:6379/0"
+	}
+	if c.Namespace == "" {
+		c.Namespace = journal.DefaultNamespace
+	}
+	if c.CompletedTTL == 0 {
+		c.CompletedTTL = journal.DefaultCompletedTTL
+	}
+	if c.CaseStream == "" {
+		c.CaseStream = c.Namespace + ":case-messages"
+	}
+	if c.ReplyStream == "" {
+		c.ReplyStream = c.Namespace + ":case-replies"
+	}
+	if c.ConsumerGroup == "" {
+		c.ConsumerGroup = "case-workers"
+	}
+	if c.ConsumerName == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			return c, messages.Errorf(messages.InvalidOverrides, "PYRULA_CONSUMER_NAME: not set and the host name is unknown")
+		}
+		c.ConsumerName = host
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 16
+	}
+	if c.RunConcurrency == 0 {
+		c.RunConcurrency = 4
+	}
+	if c.MaxDeliveries == 0 {
+		c.MaxDeliveries = 5
+	}
+	if c.ClaimIdle == 0 {
+		c.ClaimIdle = 30 * time.Second
+	}
+	if c.RunLease == 0 {
+		c.RunLease = 30 * time.Second
+	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = 30 * time.Second
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = 1 << 20
+	}
+	if c.IdempotencyTTL == 0 {
+		c.IdempotencyTTL = 7 * 24 * time.Hour
+	}
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = ":9090"
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+	if c.LogFormat == "" {
+		c.LogFormat = "json"
+	}
+	return c, nil
+}
+
+// Validate checks a Config after Defaults; the error is invalid_overrides
+// and names the first variable that is wrong.
+func (c Config) Validate() error {
+	bad := func(name, format string, args ...any) error {
+		return messages.Errorf(messages.InvalidOverrides, "%s_%s: %s", EnvPrefix, name, fmt.Sprintf(format, args...))
+	}
+	if err := journal.CheckNamespace(c.Namespace); err != nil {
+		return bad("NAMESPACE", "%v", err)
+	}
+	positiveDurations := []struct {
+		name string
+		d    time.Duration
+	}{
+		{"COMPLETED_TTL", c.CompletedTTL}, {"CLAIM_IDLE", c.ClaimIdle}, {"RUN_LEASE", c.RunLease},
+		{"SHUTDOWN_GRACE", c.ShutdownGrace}, {"IDEMPOTENCY_TTL", c.IdempotencyTTL},
+	}
+	for _, p := range positiveDurations {
+		if p.d <= 0 {
+			return bad(p.name, "must be a positive duration such as 30s")
+		}
+	}
+	positiveInts := []struct {
+		name string
+		n    int
+	}{
+		{"CONCURRENCY", c.Concurrency}, {"RUN_CONCURRENCY", c.RunConcurrency},
+		{"MAX_DELIVERIES", c.MaxDeliveries}, {"MAX_MESSAGE_BYTES", c.MaxMessageBytes},
+	}
+	for _, p := range positiveInts {
+		if p.n <= 0 {
+			return bad(p.name, "must be a positive integer")
+		}
+	}
+	if c.WaitReplicas < 0 {
+		return bad("WAIT_REPLICAS", "must not be negative")
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return bad("LOG_LEVEL", "%q is not debug, info, warn or error", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "json", "console":
+	default:
+		return bad("LOG_FORMAT", "%q is not json or console", c.LogFormat)
+	}
+	if c.CaseStream == c.ReplyStream {
+		return bad("REPLY_STREAM", "must differ from PYRULA_CASE_STREAM")
+	}
+	return nil
+}
+
+// Usage writes every variable of Config with its default and description,
+// as `worker --help` prints them.
+func Usage(w io.Writer) error {
+	var c Config
+	return envconfig.Usagef(EnvPrefix, &c, w, envconfig.DefaultTableFormat)
+}

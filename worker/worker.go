@@ -1,0 +1,283 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valkey-io/valkey-go"
+	"go.uber.org/zap"
+
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/journal/pgarchive"
+	"github.com/pyrula/caseworker/journal/valkeyjournal"
+	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/store"
+	"github.com/pyrula/caseworker/store/resolve"
+)
+
+// Params are what New needs besides the Config.
+type Params struct {
+	// Logger receives the worker's logs (zap.NewNop when nil).
+	Logger *zap.Logger
+	// Registerer receives the worker's metrics (none registered when nil).
+	Registerer prometheus.Registerer
+	// Registry holds the targets save_case may capture runs of.
+	Registry *flow.Registry
+	// Store, when set, is the fixture store to use instead of the one the
+	// Config names; the worker does not close it. Tests use it.
+	Store store.Store
+	// Client, when set, is the Valkey client to use instead of one
+	// connected to Config.ValkeyURL; the worker does not close it.
+	Client valkey.Client
+}
+
+// Worker consumes the message stream. Create it with New, then Start and
+// Stop it.
+type Worker struct {
+	cfg     Config
+	log     *zap.Logger
+	reg     *flow.Registry
+	metrics *metrics
+
+	client      valkey.Client
+	ownClient   bool
+	store       store.Store // nil: no fixture store
+	ownStore    bool
+	journal     journal.Journal
+	pool        *pgxpool.Pool
+	givenStore  store.Store
+	givenClient valkey.Client
+
+	slots  chan struct{} // one token per message in flight
+	active inflight      // entry ids in flight
+
+	mu       sync.Mutex
+	started  bool
+	stopping bool
+	cancel   context.CancelFunc // stops reading
+	hard     context.CancelFunc // cancels in-flight work
+	loops    sync.WaitGroup     // the read and reclaim loops
+	handlers sync.WaitGroup     // in-flight handlers
+	stopOnce sync.Once
+	stopped  chan struct{}
+
+	healthy atomic.Bool // the last Valkey round trip succeeded
+}
+
+// New checks cfg (after Defaults) and returns a Worker that is not started.
+func New(cfg Config, p Params) (*Worker, error) {
+	cfg, err := cfg.Defaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(p.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("worker: register metrics: %w", err)
+	}
+	log := p.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	reg := p.Registry
+	if reg == nil {
+		reg = flow.NewRegistry()
+	}
+	return &Worker{
+		cfg: cfg, log: log, reg: reg, metrics: m,
+		givenStore: p.Store, givenClient: p.Client,
+		slots:   make(chan struct{}, cfg.Concurrency),
+		stopped: make(chan struct{}),
+	}, nil
+}
+
+// Config returns the worker's configuration with its defaults filled in.
+func (w *Worker) Config() Config { return w.cfg }
+
+// Start connects to Valkey (and the archive and fixture store when
+// configured), creates the consumer group if it is missing (MKSTREAM) and
+// starts reading: first the consumer's own pending entries, then new ones.
+// It returns once reading has started; ctx bounds the setup only.
+func (w *Worker) Start(ctx context.Context) (err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started || w.stopping {
+		return errors.New("worker: Start called twice or after Stop")
+	}
+	defer func() {
+		if err != nil {
+			w.closeResources()
+		}
+	}()
+	if err := w.open(ctx); err != nil {
+		return err
+	}
+	if err := w.createGroup(ctx); err != nil {
+		return err
+	}
+	w.healthy.Store(true)
+	readCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	workCtx, hard := context.WithCancel(context.WithoutCancel(ctx))
+	w.cancel, w.hard = cancel, hard
+	w.started = true
+	w.loops.Add(2)
+	go func() { defer w.loops.Done(); w.readLoop(readCtx, workCtx) }()
+	go func() { defer w.loops.Done(); w.reclaimLoop(readCtx, workCtx) }()
+	w.log.Info("worker started",
+		zap.String("stream", w.cfg.CaseStream), zap.String("group", w.cfg.ConsumerGroup),
+		zap.String("consumer", w.cfg.ConsumerName), zap.Int("concurrency", w.cfg.Concurrency),
+		zap.Bool("fixture_store", w.store != nil))
+	return nil
+}
+
+// open connects what the worker uses.
+func (w *Worker) open(ctx context.Context) error {
+	if w.givenClient != nil {
+		w.client = w.givenClient
+	} else {
+		opt, err := valkey.ParseURL(w.cfg.ValkeyURL)
+		if err != nil {
+			return messages.Errorf(messages.InvalidOverrides, "PYRULA_VALKEY_URL: not a redis:// or rediss:// URL")
+		}
+		opt.DisableCache = true
+		c, err := valkey.NewClient(opt)
+		if err != nil {
+			return fmt.Errorf("worker: connect to Valkey at %s (PYRULA_VALKEY_URL): %w", store.Redact(w.cfg.ValkeyURL), err)
+		}
+		w.client, w.ownClient = c, true
+	}
+	jopts := valkeyjournal.Options{Namespace: w.cfg.Namespace, CompletedTTL: w.cfg.CompletedTTL}
+	if w.cfg.PostgresDSN != "" {
+		pool, err := pgxpool.New(ctx, w.cfg.PostgresDSN)
+		if err != nil {
+			return fmt.Errorf("worker: open the archive (PYRULA_POSTGRES_DSN): %w", err)
+		}
+		w.pool = pool
+		if err := pgarchive.Check(ctx, pool); err != nil {
+			return fmt.Errorf("worker: archive (PYRULA_POSTGRES_DSN): %w", err)
+		}
+		jopts.Archive = pgarchive.New(pool)
+	}
+	j, err := valkeyjournal.New(w.client, jopts)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	w.journal = j
+	if w.givenStore != nil {
+		w.store = w.givenStore
+		return nil
+	}
+	env := map[string]string{resolve.EnvFixtureStore: w.cfg.FixtureStore, resolve.EnvPostgresDSN: w.cfg.PostgresDSN}
+	u, err := resolve.URL("", func(k string) string { return env[k] })
+	if code, ok := messages.CodeOf(err); ok && code == messages.NoFixtureStore {
+		return nil // save_case and delete_case_bundle are refused
+	}
+	if err != nil {
+		return fmt.Errorf("worker: fixture store: %w", err)
+	}
+	s, err := resolve.Open(ctx, u)
+	if err != nil {
+		return fmt.Errorf("worker: open fixture store: %w", err)
+	}
+	w.store, w.ownStore = s, true
+	return nil
+}
+
+// createGroup creates the consumer group at the start of the stream,
+// creating the stream too; an existing group is kept.
+func (w *Worker) createGroup(ctx context.Context) error {
+	err := w.client.Do(ctx, w.client.B().XgroupCreate().Key(w.cfg.CaseStream).Group(w.cfg.ConsumerGroup).Id("0").Mkstream().Build()).Error()
+	if err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
+		return fmt.Errorf("worker: create consumer group %s on %s: %w", w.cfg.ConsumerGroup, w.cfg.CaseStream, err)
+	}
+	return nil
+}
+
+// Ready reports whether the worker is started, not stopping, and its last
+// Valkey round trip succeeded: what /readyz serves.
+func (w *Worker) Ready() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.started && !w.stopping && w.healthy.Load()
+}
+
+// Stop stops reading at once, waits for in-flight messages to finish until
+// ctx is done, then cancels what is still running (those messages stay
+// pending and are redelivered; nothing is lost) and closes what the worker
+// opened. It is safe to call twice, and before Start; ctx bounds the wait.
+func (w *Worker) Stop(ctx context.Context) error {
+	w.mu.Lock()
+	w.stopping = true
+	started := w.started
+	w.mu.Unlock()
+	w.stopOnce.Do(func() {
+		go func() {
+			defer close(w.stopped)
+			if !started {
+				return
+			}
+			w.cancel()
+			w.loops.Wait()
+		}()
+	})
+	var err error
+	select {
+	case <-w.stopped:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if !started {
+		return nil
+	}
+	done := make(chan struct{})
+	go func() { w.handlers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("worker: stop: in-flight messages did not finish: %w", ctx.Err())
+		w.hard()
+		<-done
+	}
+	<-w.stopped
+	w.hard()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closeResources()
+	return err
+}
+
+// closeResources closes what the worker opened itself. Called with mu held.
+func (w *Worker) closeResources() {
+	if w.ownStore && w.store != nil {
+		if err := w.store.Close(); err != nil {
+			w.log.Warn("close the fixture store", zap.Error(err))
+		}
+		w.ownStore = false
+	}
+	if w.pool != nil {
+		w.pool.Close()
+		w.pool = nil
+	}
+	if w.ownClient && w.client != nil {
+		w.client.Close()
+		w.ownClient = false
+	}
+}
+
+// backoff is how long a pending entry delivered n times must be idle before
+// it is reclaimed: ClaimIdle doubled per delivery after the first, capped
+// at 32×.
+func (w *Worker) backoff(n int64) time.Duration {
+	shift := min(max(n-1, 0), 5)
+	return w.cfg.ClaimIdle << shift
+}

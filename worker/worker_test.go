@@ -1,0 +1,380 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/examples"
+	"github.com/pyrula/caseworker/flow/journallog"
+	"github.com/pyrula/caseworker/internal/testenv"
+	"github.com/pyrula/caseworker/journal/valkeyjournal"
+	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/store"
+	"github.com/pyrula/caseworker/store/memstore"
+	"github.com/pyrula/caseworker/worker"
+)
+
+// env is one test's worker: real Redis, a namespace of its own.
+type env struct {
+	t      *testing.T
+	client valkey.Client
+	cfg    worker.Config
+	reg    *flow.Registry
+	w      *worker.Worker
+}
+
+func setup(t *testing.T, st store.Store, mod func(*worker.Config)) *env {
+	t.Helper()
+	opt, err := valkey.ParseURL(testenv.ValkeyURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.DisableCache = true
+	c, err := valkey.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ns := testenv.UniqueName(t, "wk")
+	t.Cleanup(func() {
+		ctx := context.Background()
+		keys, _ := c.Do(ctx, c.B().Keys().Pattern(ns+":*").Build()).AsStrSlice()
+		for _, k := range keys {
+			c.Do(ctx, c.B().Del().Key(k).Build())
+		}
+	})
+	cfg := worker.Config{Namespace: ns, ConsumerName: "c1", Concurrency: 4, ClaimIdle: 100 * time.Millisecond, MaxDeliveries: 3}
+	if mod != nil {
+		mod(&cfg)
+	}
+	reg := flow.NewRegistry()
+	if _, err := examples.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, client: c, cfg: cfg, reg: reg}
+	e.start(st)
+	return e
+}
+
+func (e *env) start(st store.Store) {
+	e.t.Helper()
+	w, err := worker.New(e.cfg, worker.Params{Client: e.client, Store: st, Registry: e.reg, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	e.cfg = w.Config()
+	e.w = w
+	e.t.Cleanup(func() { w.Stop(context.Background()) })
+}
+
+func (e *env) send(id, typ string, body any) {
+	e.t.Helper()
+	raw, _ := json.Marshal(body)
+	msg, _ := json.Marshal(map[string]any{"message_id": id, "type": typ, "body": json.RawMessage(raw)})
+	e.sendRaw(string(msg))
+}
+
+func (e *env) sendRaw(msg string) {
+	e.t.Helper()
+	err := e.client.Do(context.Background(), e.client.B().Xadd().Key(e.cfg.CaseStream).Id("*").FieldValue().FieldValue("message", msg).Build()).Error()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) replies() []messages.Reply {
+	e.t.Helper()
+	entries, err := e.client.Do(context.Background(), e.client.B().Xrange().Key(e.cfg.ReplyStream).Start("-").End("+").Build()).AsXRange()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []messages.Reply
+	for _, en := range entries {
+		var r messages.Reply
+		if err := json.Unmarshal([]byte(en.FieldValues["reply"]), &r); err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// waitReplies polls (bounded) until n replies arrived, and checks nothing is pending.
+func (e *env) waitReplies(n int) []messages.Reply {
+	e.t.Helper()
+	var got []messages.Reply
+	eventually(e.t, 10*time.Second, func() bool { got = e.replies(); return len(got) >= n && e.pending() == 0 })
+	if len(got) != n {
+		e.t.Fatalf("%d replies, want %d: %+v", len(got), n, got)
+	}
+	return got
+}
+
+func (e *env) pending() int64 {
+	res, err := e.client.Do(context.Background(), e.client.B().Xpending().Key(e.cfg.CaseStream).Group(e.cfg.ConsumerGroup).Build()).ToArray()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	n, _ := res[0].AsInt64()
+	return n
+}
+
+func eventually(t *testing.T, limit time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v", limit)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func wantReply(t *testing.T, r messages.Reply, status messages.ReplyStatus, code messages.Code) {
+	t.Helper()
+	if r.Status != status || r.Code != code {
+		t.Fatalf("reply %+v, want %s %s", r, status, code)
+	}
+}
+
+// record runs target live into the env's journal, as `pyrula run` does.
+func (e *env) record(target string) string {
+	e.t.Helper()
+	j, err := valkeyjournal.New(e.client, valkeyjournal.Options{Namespace: e.cfg.Namespace})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	log, err := journallog.New(j, journallog.Options{Owner: "test"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	rt, err := flow.NewRuntime(flow.Config{Registry: e.reg, Log: log})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	runID := testenv.UniqueName(e.t, "run")
+	out, err := rt.Run(context.Background(), flow.RunParams{RunID: runID, Target: target})
+	if err != nil || out.Status != flow.StatusComplete {
+		e.t.Fatalf("run: %v %+v", err, out)
+	}
+	return runID
+}
+
+const zeroHash = "0000000000000000000000000000000000000000000000000000000000000000"
+
+func TestDeleteCaseBundle(t *testing.T) {
+	t.Parallel()
+	e := setup(t, memstore.New(memstore.Options{}), nil)
+	e.send("d1", "delete_case_bundle", map[string]any{"fixture_hash": zeroHash})
+	e.send("d2", "delete_case_bundle", map[string]any{"fixture_hash": "XYZ"})
+	e.send("d3", "delete_case_bundle", map[string]any{"fixture_hash": zeroHash, "fixture_store": "file:///elsewhere"})
+	e.send("d4", "delete_case_bundle", map[string]any{"fixture_hash": zeroHash, "fixture_store": "memory:"})
+	got := map[string]messages.Reply{}
+	for _, r := range e.waitReplies(4) {
+		got[r.MessageID] = r
+	}
+	wantReply(t, got["d1"], messages.StatusOK, "")
+	if string(got["d1"].Result) != `{"deleted":false}` {
+		t.Errorf("result %s", got["d1"].Result)
+	}
+	wantReply(t, got["d2"], messages.StatusRefused, messages.InvalidFixtureHash)
+	wantReply(t, got["d3"], messages.StatusRefused, messages.BindingMismatch)
+	wantReply(t, got["d4"], messages.StatusOK, "")
+}
+
+func TestNoFixtureStore(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil, nil)
+	e.send("n1", "delete_case_bundle", map[string]any{"fixture_hash": zeroHash})
+	e.send("n2", "save_case", map[string]any{"target_name": "checkout", "run_id": "run_x"})
+	for _, r := range e.waitReplies(2) {
+		wantReply(t, r, messages.StatusRefused, messages.NoFixtureStore)
+	}
+}
+
+func TestSaveCaseAndDuplicates(t *testing.T) {
+	t.Parallel()
+	st := &countingStore{Store: memstore.New(memstore.Options{})}
+	e := setup(t, st, nil)
+	runID := e.record("checkout")
+	body := map[string]any{"target_name": "checkout", "run_id": runID, "kind": "workflow"}
+	e.send("s1", "save_case", body)
+	first := e.waitReplies(1)[0]
+	wantReply(t, first, messages.StatusOK, "")
+	var res messages.SaveCaseResult
+	if err := json.Unmarshal(first.Result, &res); err != nil || res.FixtureStore != "memory:" {
+		t.Fatalf("result %s: %v", first.Result, err)
+	}
+	h, err := bundle.ParseHash(res.FixtureHash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Stat(context.Background(), h); err != nil {
+		t.Fatalf("the bundle is not in the store: %v", err)
+	}
+	// The same message again (keys in another order): the same reply, no work.
+	e.sendRaw(fmt.Sprintf(`{"type":"save_case","body":{"kind":"workflow", "run_id":%q,"target_name":"checkout"},"message_id":"s1"}`, runID))
+	e.waitReplies(2)
+	// The same id with another body: refused.
+	e.send("s1", "save_case", map[string]any{"target_name": "checkout", "run_id": runID})
+	got := e.waitReplies(3)
+	if string(got[1].Result) != string(first.Result) || got[1].Status != messages.StatusOK {
+		t.Errorf("duplicate reply %+v, want %+v", got[1], first)
+	}
+	wantReply(t, got[2], messages.StatusRefused, messages.InvalidOverrides)
+	if n := st.puts.Load(); n != 1 {
+		t.Errorf("%d puts, want 1", n)
+	}
+	// Unknown runs and targets are refused.
+	e.send("s2", "save_case", map[string]any{"target_name": "checkout", "run_id": "run_nope"})
+	e.waitReplies(4)
+	e.send("s3", "save_case", map[string]any{"target_name": "support_agent", "run_id": runID})
+	got = e.waitReplies(5)
+	wantReply(t, got[3], messages.StatusRefused, messages.CaptureIncomplete)
+	wantReply(t, got[4], messages.StatusRefused, messages.InvalidOverrides)
+}
+
+func TestMalformedRefusedAndAcked(t *testing.T) {
+	t.Parallel()
+	e := setup(t, memstore.New(memstore.Options{}), func(c *worker.Config) { c.MaxMessageBytes = 200 })
+	e.sendRaw("not json")
+	e.sendRaw(`{"type":"delete_case_bundle","body":{}}`)
+	e.send("m3", "frobnicate", map[string]any{})
+	e.send("m4", "delete_case_bundle", nil)
+	e.send("m5", "save_case", map[string]any{"run_id": "r"})
+	e.sendRaw(`{"message_id":"m6","type":"delete_case_bundle","body":{"fixture_hash":"` + strings.Repeat("a", 300) + `"}}`)
+	e.send("m7", "run_case", map[string]any{})
+	withEntry := 0
+	for _, r := range e.waitReplies(7) {
+		if r.Type == messages.RunCase {
+			wantReply(t, r, messages.StatusError, messages.RuntimeError)
+			continue
+		}
+		wantReply(t, r, messages.StatusRefused, messages.InvalidOverrides)
+		if r.MessageID == "" && r.EntryID != "" {
+			withEntry++
+		}
+	}
+	if withEntry != 3 {
+		t.Errorf("%d refusals name their entry, want 3 (no JSON, no id, too large)", withEntry)
+	}
+}
+
+// countingStore counts Puts and fails the first fails operations.
+type countingStore struct {
+	store.Store
+	puts  atomic.Int64
+	fails atomic.Int64
+}
+
+var errTransient = errors.New("injected store outage")
+
+func (s *countingStore) Put(ctx context.Context, h bundle.Hash, r io.Reader) (bool, error) {
+	s.puts.Add(1)
+	return s.Store.Put(ctx, h, r)
+}
+
+func (s *countingStore) Delete(ctx context.Context, h bundle.Hash) (bool, error) {
+	if s.fails.Add(-1) >= 0 {
+		return false, errTransient
+	}
+	return s.Store.Delete(ctx, h)
+}
+
+func TestTransientFailureRetried(t *testing.T) {
+	t.Parallel()
+	st := &countingStore{Store: memstore.New(memstore.Options{})}
+	st.fails.Store(2)
+	e := setup(t, st, nil)
+	e.send("t1", "delete_case_bundle", map[string]any{"fixture_hash": zeroHash})
+	r := e.waitReplies(1)[0]
+	wantReply(t, r, messages.StatusOK, "")
+}
+
+func TestDeadLetter(t *testing.T) {
+	t.Parallel()
+	st := &countingStore{Store: memstore.New(memstore.Options{})}
+	st.fails.Store(1000)
+	e := setup(t, st, nil)
+	e.send("x1", "delete_case_bundle", map[string]any{"fixture_hash": zeroHash})
+	r := e.waitReplies(1)[0]
+	wantReply(t, r, messages.StatusError, messages.RuntimeError)
+	if !strings.Contains(r.Message, "injected store outage") {
+		t.Errorf("message %q lacks the last error", r.Message)
+	}
+	dead, err := e.client.Do(context.Background(), e.client.B().Xrange().Key(e.cfg.CaseStream+":dead").Start("-").End("+").Build()).AsXRange()
+	if err != nil || len(dead) != 1 || !strings.Contains(dead[0].FieldValues["error"], "injected") {
+		t.Fatalf("dead letters %+v, %v", dead, err)
+	}
+	// A resend gets the same reply.
+	e.send("x1", "delete_case_bundle", map[string]any{"fixture_hash": zeroHash})
+	got := e.waitReplies(2)
+	if got[1].Message != r.Message || got[1].Status != r.Status {
+		t.Errorf("resend %+v, want %+v", got[1], r)
+	}
+}
+
+// slowStore blocks Delete until released.
+type slowStore struct {
+	store.Store
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *slowStore) Delete(ctx context.Context, h bundle.Hash) (bool, error) {
+	close(s.entered)
+	<-s.release
+	return s.Store.Delete(ctx, h)
+}
+
+func TestGracefulStop(t *testing.T) {
+	t.Parallel()
+	st := &slowStore{Store: memstore.New(memstore.Options{}), entered: make(chan struct{}), release: make(chan struct{})}
+	e := setup(t, st, nil)
+	e.send("g1", "delete_case_bundle", map[string]any{"fixture_hash": zeroHash})
+	<-st.entered
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.w.Stop(context.Background()) }()
+	eventually(t, 5*time.Second, func() bool { return !e.w.Ready() })
+	close(st.release)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	wantReply(t, e.waitReplies(1)[0], messages.StatusOK, "")
+	if err := e.w.Stop(context.Background()); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+}
+
+func TestStopBeforeStartAndConfig(t *testing.T) {
+	t.Parallel()
+	w, err := worker.New(worker.Config{Namespace: "x", ConsumerName: "c"}, worker.Params{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = worker.New(worker.Config{Namespace: "x", ConsumerName: "c", LogFormat: "xml"}, worker.Params{})
+	if code, _ := messages.CodeOf(err); code != messages.InvalidOverrides || !strings.Contains(err.Error(), "PYRULA_LOG_FORMAT") {
+		t.Fatalf("err %v", err)
+	}
+}
