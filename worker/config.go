@@ -44,15 +44,17 @@ type Config struct {
 	ConsumerName string `envconfig:"CONSUMER_NAME" desc:"consumer name, stable per pod (default the host name)"`
 	// Concurrency is PYRULA_CONCURRENCY: messages handled at once.
 	Concurrency int `envconfig:"CONCURRENCY" default:"16" desc:"messages handled at once"`
-	// RunConcurrency is PYRULA_RUN_CONCURRENCY: runs executed at once (not used yet).
-	RunConcurrency int `envconfig:"RUN_CONCURRENCY" default:"4" desc:"runs executed at once (reserved: runs are not executed yet)"`
+	// RunConcurrency is PYRULA_RUN_CONCURRENCY: runs executed at once.
+	RunConcurrency int `envconfig:"RUN_CONCURRENCY" default:"4" desc:"runs executed at once"`
 	// MaxDeliveries is PYRULA_MAX_DELIVERIES: deliveries before a message is dead-lettered.
 	MaxDeliveries int `envconfig:"MAX_DELIVERIES" default:"5" desc:"deliveries of a failing message before it is dead-lettered"`
 	// ClaimIdle is PYRULA_CLAIM_IDLE: the idle time after which a pending
 	// entry is reclaimed; it doubles with each delivery (capped at 32×).
 	ClaimIdle time.Duration `envconfig:"CLAIM_IDLE" default:"30s" desc:"idle time before a pending entry is reclaimed; doubles per delivery"`
-	// RunLease is PYRULA_RUN_LEASE: a run's lease (not used yet).
-	RunLease time.Duration `envconfig:"RUN_LEASE" default:"30s" desc:"lease of a run being executed (reserved)"`
+	// RunLease is PYRULA_RUN_LEASE: the lease of a run being executed,
+	// renewed every third of it; a run whose worker died is resumed
+	// elsewhere once its lease lapsed.
+	RunLease time.Duration `envconfig:"RUN_LEASE" default:"30s" desc:"lease of a run being executed; renewed every third of it"`
 	// ShutdownGrace is PYRULA_SHUTDOWN_GRACE: how long in-flight messages
 	// may take to finish on SIGTERM.
 	ShutdownGrace time.Duration `envconfig:"SHUTDOWN_GRACE" default:"30s" desc:"time in-flight messages get to finish on shutdown"`

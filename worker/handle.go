@@ -134,12 +134,10 @@ func (w *Worker) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, str
 		result, err = w.deleteCaseBundle(ctx, env.Body)
 	case messages.SaveCase:
 		result, err = w.saveCase(ctx, env.Body)
-	case messages.RunCase, messages.StartRun:
-		// Not recorded: a worker that supports them may answer a resend.
-		out.key = ""
-		out.reply.Status, out.reply.Code = messages.StatusError, messages.RuntimeError
-		out.reply.Message = string(env.Type) + " is not supported yet by this worker"
-		return out, string(env.Type), nil
+	case messages.StartRun:
+		result, err = w.startRun(ctx, env)
+	case messages.RunCase:
+		result, err = w.runCase(ctx, env)
 	default:
 		return refuse(messages.InvalidOverrides, "unknown message type %q", env.Type)
 	}

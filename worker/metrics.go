@@ -16,6 +16,8 @@ type metrics struct {
 	transient    *prometheus.CounterVec
 	deadLetters  prometheus.Counter
 	duplicates   prometheus.Counter
+	runsInFlight prometheus.Gauge
+	runs         *prometheus.CounterVec
 }
 
 // newMetrics creates the metrics and registers them on reg (none when reg
@@ -51,6 +53,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "pyrula_worker_duplicates_total",
 			Help: "Messages answered from their idempotency record without doing the work again.",
 		}),
+		runsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pyrula_worker_runs_in_flight",
+			Help: "Runs being executed now.",
+		}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pyrula_worker_runs_total",
+			Help: "Runs that ended (finished or suspended) on this worker, by kind (live or case), status and reason code.",
+		}, []string{"kind", "status", "code"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -61,7 +71,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		ConstLabels: prometheus.Labels{"version": version.Version},
 	})
 	buildInfo.Set(1)
-	for _, c := range []prometheus.Collector{m.messages, m.duration, m.inFlight, m.redeliveries, m.transient, m.deadLetters, m.duplicates, buildInfo} {
+	for _, c := range []prometheus.Collector{m.messages, m.duration, m.inFlight, m.redeliveries, m.transient, m.deadLetters, m.duplicates, m.runsInFlight, m.runs, buildInfo} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

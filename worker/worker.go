@@ -58,6 +58,7 @@ type Worker struct {
 
 	slots  chan struct{} // one token per message in flight
 	active inflight      // entry ids in flight
+	exec   *executor     // executes the runs stream
 
 	mu       sync.Mutex
 	started  bool
@@ -125,17 +126,25 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if err := w.createGroup(ctx); err != nil {
 		return err
 	}
+	if w.exec, err = newExecutor(w); err != nil {
+		return err
+	}
+	if err := w.exec.createGroup(ctx); err != nil {
+		return err
+	}
 	w.healthy.Store(true)
 	readCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	workCtx, hard := context.WithCancel(context.WithoutCancel(ctx))
 	w.cancel, w.hard = cancel, hard
 	w.started = true
-	w.loops.Add(2)
+	w.loops.Add(3)
 	go func() { defer w.loops.Done(); w.readLoop(readCtx, workCtx) }()
 	go func() { defer w.loops.Done(); w.reclaimLoop(readCtx, workCtx) }()
+	go func() { defer w.loops.Done(); w.exec.readLoop(readCtx, workCtx) }()
 	w.log.Info("worker started",
 		zap.String("stream", w.cfg.CaseStream), zap.String("group", w.cfg.ConsumerGroup),
 		zap.String("consumer", w.cfg.ConsumerName), zap.Int("concurrency", w.cfg.Concurrency),
+		zap.String("runs_stream", w.runsStream()), zap.Int("run_concurrency", w.cfg.RunConcurrency),
 		zap.Bool("fixture_store", w.store != nil))
 	return nil
 }

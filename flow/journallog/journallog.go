@@ -195,3 +195,40 @@ func translate(err error) error {
 	}
 	return err
 }
+
+// Adopt makes lease, a lease the caller took on lease.RunID with this Log's
+// owner (journal.Acquire or Create), the one this Log writes under, so that
+// an executor can take a run's lease (and see ErrLeaseHeld) before it runs
+// the run through this Log, and renew it with Renew while it executes.
+func (l *Log) Adopt(lease journal.Lease) error {
+	if lease.Owner != l.owner {
+		return fmt.Errorf("journallog: adopt %s: the lease is %q's, not %q's", lease.RunID, lease.Owner, l.owner)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.leases[lease.RunID] = lease
+	return nil
+}
+
+// Renew extends the lease this Log holds on runID (journal.Renew) and keeps
+// the renewed lease. It returns false when the Log holds no lease on the
+// run (it finished or was released). Errors wrap the journal's
+// (ErrLeaseLost when another owner took the run over, ErrRunFinished).
+func (l *Log) Renew(ctx context.Context, runID string) (bool, error) {
+	l.mu.Lock()
+	lease, ok := l.leases[runID]
+	l.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	renewed, err := l.j.Renew(ctx, lease)
+	if err != nil {
+		return true, fmt.Errorf("journallog: renew %s: %w", runID, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cur, ok := l.leases[runID]; ok && cur.Epoch == renewed.Epoch {
+		l.leases[runID] = renewed
+	}
+	return true, nil
+}

@@ -232,3 +232,61 @@ func TestResumeOnValkey(t *testing.T) {
 		}
 	}
 }
+
+// TestAdoptAndRenew: a run created without an owner (as the worker submits
+// it) is leased by the executor, adopted by the Log, renewed while it
+// runs, and executed through the Log under that same lease.
+func TestAdoptAndRenew(t *testing.T) {
+	ctx := context.Background()
+	j, err := memjournal.New(memjournal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := flow.NewRegistry()
+	if _, err := examples.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	log, err := journallog.New(j, journallog.Options{Owner: "exec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Create(ctx, journal.CreateParams{RunID: "run_sub", TargetName: "checkout"}); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := log.Renew(ctx, "run_sub"); held || err != nil {
+		t.Fatalf("renew before adopt: %v %v", held, err)
+	}
+	other, err := j.Acquire(ctx, journal.AcquireParams{RunID: "run_sub", Owner: "other", TTL: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Adopt(other); err == nil {
+		t.Fatal("adopted another owner's lease")
+	}
+	time.Sleep(5 * time.Millisecond)
+	lease, err := j.Acquire(ctx, journal.AcquireParams{RunID: "run_sub", Owner: "exec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Adopt(lease); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := log.Renew(ctx, "run_sub"); !held || err != nil {
+		t.Fatalf("renew: %v %v", held, err)
+	}
+	rt, err := flow.NewRuntime(flow.Config{Registry: reg, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := rt.Run(ctx, flow.RunParams{RunID: "run_sub", Target: "checkout"})
+	if err != nil || out.Status != flow.StatusComplete {
+		t.Fatalf("run: %v %+v", err, out)
+	}
+	m, err := j.Meta(ctx, "run_sub")
+	if err != nil || m.LeaseEpoch != lease.Epoch || m.Status != journal.StatusComplete {
+		t.Fatalf("meta %+v (%v), want epoch %d complete", m, err, lease.Epoch)
+	}
+	if held, err := log.Renew(ctx, "run_sub"); held || err != nil {
+		t.Fatalf("renew after finish: %v %v", held, err)
+	}
+}

@@ -1,0 +1,146 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"go.uber.org/zap"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/internal/version"
+	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/journal/capture"
+	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/replay"
+	"github.com/pyrula/caseworker/store"
+)
+
+// runCase executes a run_case run: it loads the case (a bundle from the
+// store, or a capture rebuilt from the journal) and runs it with the case
+// engine, writing to the new run's journal. A case that cannot be had ends
+// the run with run:error and its code (bundle_missing, no_fixture_store,
+// binding_mismatch, whatif_source_missing, whatif_source_changed, …) after
+// a case:outcome event, as the engine's own refusals do.
+func (x *executor) runCase(ctx context.Context, meta journal.Meta, request json.RawMessage, log *zap.Logger) (flow.Outcome, error) {
+	var b messages.RunCaseBody
+	if err := json.Unmarshal(request, &b); err != nil {
+		return x.fail(ctx, meta, messages.InvalidOverrides, fmt.Sprintf("the run's request is not a run_case body: %v", err), nil)
+	}
+	stop := func(code messages.Code, msg, hash string) (flow.Outcome, error) {
+		log.Info("case run refused", zap.String("code", string(code)), zap.String("fixture_hash", hash))
+		return x.fail(ctx, meta, code, msg, map[string]any{
+			"type": "outcome", "run_id": meta.RunID, "target": meta.TargetName, "status": flow.StatusError,
+			"code": code, "message": msg, "fixture_hash": hash,
+		})
+	}
+	opts, err := caseOptions(b.Options)
+	if me := messages.AsError(err); me != nil {
+		return stop(me.Code, me.Message, "")
+	}
+	cb, err := x.loadCase(ctx, b)
+	if me := messages.AsError(err); me != nil {
+		hash := ""
+		if b.Source.Bundle != nil {
+			hash = b.Source.Bundle.FixtureHash
+		}
+		return stop(me.Code, me.Message, hash)
+	}
+	if err != nil {
+		return flow.Outcome{}, err
+	}
+	bd, err := cb.Decode()
+	if err != nil {
+		code, msg := messages.BundleCorrupt, err.Error()
+		if me := messages.AsError(err); me != nil {
+			code, msg = me.Code, me.Message
+		}
+		return stop(code, msg, string(cb.Hash()))
+	}
+	rep, err := replay.Run(ctx, replay.Params{
+		Bundle: bd, FixtureHash: string(cb.Hash()), Target: b.TargetName, RunID: meta.RunID,
+		Registry: x.w.reg, Log: x.log, Options: opts,
+	})
+	if me := messages.AsError(err); me != nil {
+		return stop(me.Code, me.Message, string(cb.Hash()))
+	}
+	if errors.Is(err, flow.ErrUnknownTarget) || errors.Is(err, flow.ErrInvalidInputs) {
+		return stop(messages.InvalidOverrides, err.Error(), string(cb.Hash()))
+	}
+	if err != nil {
+		return flow.Outcome{}, err
+	}
+	o := rep.Outcome
+	return flow.Outcome{RunID: meta.RunID, Status: o.Status, Code: messages.Code(o.Code), Message: o.Message, LastSeq: o.LastSeq}, nil
+}
+
+// loadCase returns the case of a run_case body. Its errors with reason
+// codes end the run; others are transient.
+func (x *executor) loadCase(ctx context.Context, b messages.RunCaseBody) (*bundle.Canonical, error) {
+	if src := b.Source.Bundle; src != nil {
+		h, err := bundle.ParseHash(src.FixtureHash)
+		if err != nil {
+			return nil, messages.Errorf(messages.InvalidFixtureHash, "source.bundle.fixture_hash is not 64 lowercase hex characters")
+		}
+		s, err := x.w.fixtureStore(b.FixtureStore)
+		if err != nil {
+			return nil, err
+		}
+		return readVerified(ctx, s, h)
+	}
+	src := b.Source.Journal
+	if src == nil {
+		return nil, messages.Errorf(messages.InvalidOverrides, "source must have exactly one of bundle and journal")
+	}
+	c, err := capture.FromJournal(ctx, x.w.journal, capture.FromJournalParams{
+		Target: b.TargetName, RunID: src.RunID,
+		Params: capture.Params{ForkAfterSeq: src.ForkAfterSeq, PyrulaVersion: version.Version},
+		Registration: func(target string) (bundle.Registration, error) {
+			info, ok := x.w.reg.Lookup(target)
+			if !ok {
+				return bundle.Registration{}, messages.Errorf(messages.InvalidOverrides, "no target %q is registered in this worker", target)
+			}
+			return info.Registration, nil
+		},
+	})
+	switch {
+	case errors.Is(err, journal.ErrRunNotFound):
+		return nil, messages.Errorf(messages.WhatifSourceMissing, "the source run %s is in neither Valkey nor the archive", src.RunID)
+	case errors.Is(err, capture.ErrTargetMismatch):
+		return nil, messages.Errorf(messages.InvalidOverrides, "%v", err)
+	case err != nil:
+		return nil, err
+	}
+	if src.ExpectedHash != "" && string(c.Hash()) != src.ExpectedHash {
+		return nil, messages.Errorf(messages.WhatifSourceChanged,
+			"the capture of run %s rebuilt from the journal hashes to %s, not the expected %s", src.RunID, c.Hash(), src.ExpectedHash)
+	}
+	return c, nil
+}
+
+// readVerified reads bundle h from s, verifying its hash (as `pyrula case
+// run` does): bundle_missing when it is not stored, bundle_corrupt when it
+// does not read back as h.
+func readVerified(ctx context.Context, s store.Store, h bundle.Hash) (*bundle.Canonical, error) {
+	rc, err := store.Get(ctx, s, h)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", h, err)
+	}
+	c, readErr := bundle.Read(rc, bundle.Options{})
+	_, drainErr := io.Copy(io.Discard, rc)
+	closeErr := rc.Close()
+	if err := cmp.Or(drainErr, closeErr); err != nil {
+		return nil, fmt.Errorf("read %s: %w", h, err)
+	}
+	if readErr != nil {
+		return nil, fmt.Errorf("read %s: %w", h, readErr)
+	}
+	if c.Hash() != h {
+		return nil, messages.Errorf(messages.BundleCorrupt, "stored bundle %s reads back as %s", h, c.Hash())
+	}
+	return c, nil
+}

@@ -1,0 +1,441 @@
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+	"go.uber.org/zap"
+
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/journallog"
+	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/messages"
+)
+
+// executor executes the runs submitted on the runs stream: at most
+// RunConcurrency at once, each under its journal lease, renewed while it
+// runs. Entries are acked once their run finished or was suspended; a run
+// whose worker died stays pending, is reclaimed (XAUTOCLAIM) once idle and
+// resumed from its journal.
+type executor struct {
+	w      *Worker
+	log    *journallog.Log
+	owner  string
+	slots  chan struct{}
+	active inflight
+}
+
+// newExecutor returns the executor of w, with a lease owner unique to this
+// process incarnation (the consumer name and a random suffix).
+func newExecutor(w *Worker) (*executor, error) {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, fmt.Errorf("worker: lease owner: %w", err)
+	}
+	owner := w.cfg.ConsumerName + "/" + hex.EncodeToString(b[:])
+	l, err := journallog.New(w.journal, journallog.Options{Owner: owner, LeaseTTL: w.cfg.RunLease})
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	return &executor{w: w, log: l, owner: owner, slots: make(chan struct{}, w.cfg.RunConcurrency)}, nil
+}
+
+// runIdle is how long a runs entry must be idle before another worker
+// reclaims it: at least the lease, which is renewed (and the entry
+// touched) three times within it while the run executes.
+func (x *executor) runIdle() time.Duration { return max(x.w.cfg.ClaimIdle, x.w.cfg.RunLease) }
+
+// createGroup creates the runs stream's consumer group (MKSTREAM).
+func (x *executor) createGroup(ctx context.Context) error {
+	c := x.w.client
+	err := c.Do(ctx, c.B().XgroupCreate().Key(x.w.runsStream()).Group(runsGroup).Id("0").Mkstream().Build()).Error()
+	if err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
+		return fmt.Errorf("worker: create consumer group %s on %s: %w", runsGroup, x.w.runsStream(), err)
+	}
+	return nil
+}
+
+func (x *executor) tryAcquire() bool {
+	select {
+	case x.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (x *executor) acquire(ctx context.Context) bool {
+	select {
+	case x.slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (x *executor) release() { <-x.slots }
+
+// dispatch executes entry e in a goroutine holding one slot, which it
+// releases; an entry already executing here is skipped.
+func (x *executor) dispatch(work context.Context, e valkey.XRangeEntry) {
+	if !x.active.add(e.ID) {
+		x.release()
+		return
+	}
+	x.w.handlers.Add(1)
+	go func() {
+		defer x.w.handlers.Done()
+		defer x.release()
+		defer x.active.remove(e.ID)
+		x.execute(work, e)
+	}()
+}
+
+// readLoop reads this consumer's own pending runs entries, then new ones,
+// and every quarter of runIdle reclaims idle entries of any consumer,
+// never holding more than RunConcurrency in flight. It ends when ctx is done.
+func (x *executor) readLoop(ctx, work context.Context) {
+	wait := 100 * time.Millisecond
+	fail := func(err error) bool {
+		if ctx.Err() != nil {
+			return false
+		}
+		x.w.healthy.Store(false)
+		x.w.log.Warn("read the runs stream", zap.Error(err))
+		ok := sleep(ctx, wait)
+		wait = min(wait*2, maxRetryWait)
+		return ok
+	}
+	last := "0"
+	for ctx.Err() == nil {
+		entries, err := x.read(ctx, last, x.w.cfg.RunConcurrency, 0)
+		if err != nil {
+			if !fail(err) {
+				return
+			}
+			continue
+		}
+		if len(entries) == 0 {
+			break
+		}
+		for _, e := range entries {
+			last = e.ID
+			if !x.acquire(ctx) {
+				return
+			}
+			x.dispatch(work, e)
+		}
+	}
+	every := min(max(x.runIdle()/4, 10*time.Millisecond), 5*time.Second)
+	lastClaim := time.Now()
+	for ctx.Err() == nil {
+		if !x.acquire(ctx) {
+			return
+		}
+		n := 1
+		for n < x.w.cfg.RunConcurrency && x.tryAcquire() {
+			n++
+		}
+		// Reclaiming happens here, with the slots in hand, so that the
+		// blocking read never starves it of slots.
+		if time.Since(lastClaim) >= every {
+			lastClaim = time.Now()
+			entries, err := x.reclaim(ctx, n)
+			if err != nil && ctx.Err() == nil {
+				x.w.log.Warn("reclaim runs entries", zap.Error(err))
+			}
+			for i := len(entries); i < n; i++ {
+				x.release()
+			}
+			for _, e := range entries {
+				x.dispatch(work, e)
+			}
+			if len(entries) > 0 {
+				continue
+			}
+			if !x.acquire(ctx) {
+				return
+			}
+			n = 1
+			for n < x.w.cfg.RunConcurrency && x.tryAcquire() {
+				n++
+			}
+		}
+		block := min(readBlock, every)
+		entries, err := x.read(ctx, ">", n, block)
+		for i := len(entries); i < n; i++ {
+			x.release()
+		}
+		if err != nil {
+			if !fail(err) {
+				return
+			}
+			continue
+		}
+		wait = 100 * time.Millisecond
+		for _, e := range entries {
+			x.dispatch(work, e)
+		}
+	}
+}
+
+// read runs one XREADGROUP on the runs stream from id (">" blocks up to
+// block), for at most count entries.
+func (x *executor) read(ctx context.Context, id string, count int, block time.Duration) ([]valkey.XRangeEntry, error) {
+	c := x.w.client
+	b := c.B().Xreadgroup().Group(runsGroup, x.w.cfg.ConsumerName).Count(int64(count))
+	var cmd valkey.Completed
+	if id == ">" {
+		cmd = b.Block(max(block.Milliseconds(), 1)).Streams().Key(x.w.runsStream()).Id(id).Build()
+	} else {
+		cmd = b.Streams().Key(x.w.runsStream()).Id(id).Build()
+	}
+	res, err := c.Do(ctx, cmd).AsXRead()
+	if valkey.IsValkeyNil(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res[x.w.runsStream()], nil
+}
+
+// reclaim XAUTOCLAIMs up to n runs entries idle longer than runIdle (their
+// worker died, or left them for a lease held elsewhere), skipping entries
+// executing here and entries deleted from the stream.
+func (x *executor) reclaim(ctx context.Context, n int) ([]valkey.XRangeEntry, error) {
+	c := x.w.client
+	res, err := c.Do(ctx, c.B().Xautoclaim().Key(x.w.runsStream()).Group(runsGroup).Consumer(x.w.cfg.ConsumerName).
+		MinIdleTime(strconv.FormatInt(x.runIdle().Milliseconds(), 10)).Start("0-0").Count(int64(n)).Build()).ToArray()
+	if err != nil {
+		return nil, err
+	}
+	if len(res) < 2 {
+		return nil, fmt.Errorf("XAUTOCLAIM %s: unexpected reply", x.w.runsStream())
+	}
+	claimed, err := res[1].AsXRange()
+	if err != nil {
+		return nil, err
+	}
+	var out []valkey.XRangeEntry
+	for _, e := range claimed {
+		if len(e.FieldValues) == 0 || x.active.has(e.ID) {
+			continue
+		}
+		x.w.metrics.redeliveries.Inc()
+		x.w.log.Info("reclaimed a runs entry", zap.String("entry_id", e.ID), zap.String("run_id", e.FieldValues[runField]))
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// ack acks runs entry id (best effort: an entry left pending is reclaimed,
+// finds its run finished and is acked then).
+func (x *executor) ack(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	c := x.w.client
+	if err := c.Do(ctx, c.B().Xack().Key(x.w.runsStream()).Group(runsGroup).Id(id).Build()).Error(); err != nil {
+		x.w.log.Warn("ack a runs entry", zap.String("entry_id", id), zap.Error(err))
+	}
+}
+
+// touch resets the idle time of runs entry id (XCLAIM to this consumer),
+// so that no other worker reclaims a run that is executing here.
+func (x *executor) touch(ctx context.Context, id string) error {
+	c := x.w.client
+	return c.Do(ctx, c.B().Xclaim().Key(x.w.runsStream()).Group(runsGroup).Consumer(x.w.cfg.ConsumerName).
+		MinIdleTime("0").Id(id).Justid().Build()).Error()
+}
+
+// errLeaseLost is the cause of a run's context when its lease was lost.
+var errLeaseLost = errors.New("worker: the run's lease was lost")
+
+// execute executes the run of runs entry e under its lease, and acks the
+// entry once the run finished or was suspended. A run leased by another
+// live worker, a transient failure, or a shutdown leaves it pending.
+func (x *executor) execute(ctx context.Context, e valkey.XRangeEntry) {
+	runID := e.FieldValues[runField]
+	log := x.w.log.With(zap.String("entry_id", e.ID), zap.String("run_id", runID))
+	if journal.CheckRunID(runID) != nil {
+		log.Warn("runs entry without a valid run id; acked")
+		x.ack(ctx, e.ID)
+		return
+	}
+	lease, err := x.w.journal.Acquire(ctx, journal.AcquireParams{RunID: runID, Owner: x.owner, TTL: x.w.cfg.RunLease})
+	switch {
+	case errors.Is(err, journal.ErrRunFinished):
+		x.ack(ctx, e.ID)
+		return
+	case errors.Is(err, journal.ErrRunNotFound):
+		log.Warn("runs entry of a run that is not in the journal; acked")
+		x.ack(ctx, e.ID)
+		return
+	case errors.Is(err, journal.ErrLeaseHeld):
+		log.Debug("the run is leased by another worker; left pending")
+		return
+	case err != nil:
+		if ctx.Err() == nil {
+			log.Warn("acquire the run's lease; left pending", zap.Error(err))
+		}
+		return
+	}
+	if err := x.log.Adopt(lease); err != nil {
+		log.Error("adopt the run's lease", zap.Error(err))
+		return
+	}
+	x.w.metrics.runsInFlight.Inc()
+	defer x.w.metrics.runsInFlight.Dec()
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); x.keepAlive(runCtx, cancel, runID, e.ID, log) }()
+	status, err := x.run(runCtx, runID, log)
+	cancel(nil)
+	wg.Wait()
+	switch {
+	case err == nil:
+		log.Info("run ended", zap.String("status", string(status)))
+		x.ack(ctx, e.ID)
+	case errors.Is(context.Cause(runCtx), errLeaseLost) || errors.Is(err, journal.ErrLeaseLost):
+		log.Warn("the run's lease was lost; another worker has it", zap.Error(err))
+	default:
+		// Shutdown or a transient failure: hand the run back so that any
+		// worker resumes it when it reclaims the entry.
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		defer rcancel()
+		if rerr := x.log.Release(rctx, runID, journal.StatusRunning); rerr != nil {
+			log.Warn("release the run's lease", zap.Error(rerr))
+		}
+		if ctx.Err() != nil {
+			log.Info("run interrupted by shutdown; handed back", zap.Error(err))
+		} else {
+			x.w.metrics.transient.WithLabelValues("run").Inc()
+			log.Warn("run failed transiently; handed back and left pending", zap.Error(err))
+		}
+	}
+}
+
+// keepAlive renews the run's lease and touches its runs entry every third
+// of the lease until ctx is done; a lost lease cancels the run.
+func (x *executor) keepAlive(ctx context.Context, cancel context.CancelCauseFunc, runID, entryID string, log *zap.Logger) {
+	every := max(x.w.cfg.RunLease/3, 10*time.Millisecond)
+	for sleep(ctx, every) {
+		held, err := x.log.Renew(ctx, runID)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, journal.ErrLeaseLost) {
+			cancel(errLeaseLost)
+			return
+		}
+		if err != nil && !errors.Is(err, journal.ErrRunFinished) {
+			log.Warn("renew the run's lease", zap.Error(err))
+		}
+		if !held {
+			return
+		}
+		if err := x.touch(ctx, entryID); err != nil && ctx.Err() == nil {
+			log.Warn("touch the runs entry", zap.Error(err))
+		}
+	}
+}
+
+// run executes run runID (its lease adopted by x.log) as its run:submitted
+// event says: start_run or run_case. It returns the run's status once it
+// finished (terminal event written) or was suspended; an error means
+// neither (shutdown, lost lease or a transient failure).
+func (x *executor) run(ctx context.Context, runID string, log *zap.Logger) (flow.Status, error) {
+	sub, err := x.w.submitted(ctx, runID)
+	if err != nil {
+		return "", err
+	}
+	meta, err := x.w.journal.Meta(ctx, runID)
+	if err != nil {
+		return "", fmt.Errorf("read run %s: %w", runID, err)
+	}
+	var typ string
+	if raw, ok := sub.Fields[fieldMessageType]; ok {
+		_ = json.Unmarshal(raw, &typ)
+	}
+	var out flow.Outcome
+	if messages.MessageType(typ) == messages.RunCase {
+		out, err = x.runCase(ctx, meta, sub.Fields[fieldRequest], log)
+	} else {
+		out, err = x.startRun(ctx, meta)
+	}
+	if err != nil {
+		return "", err
+	}
+	if out.Status == flow.StatusSuspended {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		defer cancel()
+		if err := x.log.Release(rctx, runID, journal.StatusSuspended); err != nil {
+			return "", err
+		}
+	}
+	kind := "live"
+	if messages.MessageType(typ) == messages.RunCase {
+		kind = "case"
+	}
+	x.w.metrics.runs.WithLabelValues(kind, string(out.Status), string(out.Code)).Inc()
+	return out.Status, nil
+}
+
+// startRun executes a start_run run: the flow runtime over the journal,
+// which starts it or resumes it from its journal.
+func (x *executor) startRun(ctx context.Context, meta journal.Meta) (flow.Outcome, error) {
+	var inputs map[string]json.RawMessage
+	if len(meta.Inputs) > 0 {
+		if err := json.Unmarshal(meta.Inputs, &inputs); err != nil {
+			return x.fail(ctx, meta, messages.InvalidOverrides, fmt.Sprintf("the run's inputs are not a JSON object: %v", err), nil)
+		}
+	}
+	rt, err := flow.NewRuntime(flow.Config{Registry: x.w.reg, Log: x.log})
+	if err != nil {
+		return flow.Outcome{}, fmt.Errorf("worker: %w", err)
+	}
+	out, err := rt.Run(ctx, flow.RunParams{RunID: meta.RunID, Target: meta.TargetName, Inputs: inputs})
+	if errors.Is(err, flow.ErrUnknownTarget) || errors.Is(err, flow.ErrInvalidInputs) {
+		return x.fail(ctx, meta, messages.InvalidOverrides, err.Error(), nil)
+	}
+	return out, err
+}
+
+// fail ends a run that could not start with run:error code, writing
+// outcome first (a case run's case:outcome line) when it is set.
+func (x *executor) fail(ctx context.Context, meta journal.Meta, code messages.Code, msg string, outcome map[string]any) (flow.Outcome, error) {
+	at := time.Now().UTC()
+	if outcome != nil {
+		extra := map[string]json.RawMessage{}
+		for k, v := range outcome {
+			raw, err := json.Marshal(v)
+			if err != nil {
+				return flow.Outcome{}, fmt.Errorf("encode case:outcome: %w", err)
+			}
+			extra[k] = raw
+		}
+		ev := flow.Event{Kind: flow.EventCaseOutcome, At: at, Extra: extra}
+		if _, err := x.log.Append(ctx, meta.RunID, flow.Batch{Target: meta.TargetName, Events: []flow.Event{ev}}); err != nil {
+			return flow.Outcome{}, err
+		}
+	}
+	seq, err := x.log.Finish(ctx, meta.RunID, flow.Event{Kind: flow.EventRunError, At: at, Code: code, Message: msg})
+	if errors.Is(err, flow.ErrFinished) {
+		return flow.Outcome{RunID: meta.RunID, Status: flow.StatusError, Code: code}, nil
+	}
+	if err != nil {
+		return flow.Outcome{}, err
+	}
+	return flow.Outcome{RunID: meta.RunID, Status: flow.StatusError, Code: code, Message: msg, LastSeq: seq}, nil
+}

@@ -1,0 +1,218 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/journal/valkeyjournal"
+	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/replay"
+)
+
+// The fields of a submitted run's run:submitted event that tell the
+// executor what to run (besides target_name and the run's inputs).
+const (
+	fieldMessageID   = "message_id"
+	fieldMessageType = "message_type"
+	fieldRequest     = "request"
+)
+
+// runField is the one field of a runs stream entry: the run to execute.
+const runField = "run_id"
+
+// runsGroup is the consumer group of the runs stream.
+const runsGroup = "run-workers"
+
+// runsStream is the stream of submitted runs, <ns>:runs.
+func (w *Worker) runsStream() string { return w.cfg.Namespace + ":runs" }
+
+// derivedRunID is the run id of a message that names none: prefix plus the
+// first 16 hex digits of the SHA-256 of the message id, so that every
+// delivery of a message submits the same run.
+func derivedRunID(prefix, messageID string) string {
+	sum := sha256.Sum256([]byte(messageID))
+	return prefix + hex.EncodeToString(sum[:])[:16]
+}
+
+// startRun handles start_run: durable submission of a new live run.
+func (w *Worker) startRun(ctx context.Context, env messages.Envelope) (any, error) {
+	var b messages.StartRunBody
+	if err := decodeBody(env.Body, &b); err != nil {
+		return nil, err
+	}
+	if b.TargetName == "" {
+		return nil, messages.Errorf(messages.InvalidOverrides, "target_name is missing")
+	}
+	inputs := bytes.TrimSpace(b.Inputs)
+	if len(inputs) == 0 || bytes.Equal(inputs, []byte("null")) {
+		inputs = nil
+	} else if inputs[0] != '{' {
+		return nil, messages.Errorf(messages.InvalidOverrides, "inputs must be a JSON object")
+	}
+	return w.submit(ctx, env, b.RunID, "run_", b.TargetName, inputs)
+}
+
+// runCase handles run_case: the body is checked, then the new run is
+// submitted durably with the body in its run:submitted event; everything
+// else (loading or rebuilding the case, running it) happens in the runs
+// executor and arrives as the run's events.
+func (w *Worker) runCase(ctx context.Context, env messages.Envelope) (any, error) {
+	var b messages.RunCaseBody
+	if err := decodeBody(env.Body, &b); err != nil {
+		return nil, err
+	}
+	if b.TargetName == "" {
+		return nil, messages.Errorf(messages.InvalidOverrides, "target_name is missing")
+	}
+	src := b.Source
+	switch {
+	case (src.Bundle == nil) == (src.Journal == nil):
+		return nil, messages.Errorf(messages.InvalidOverrides, "source must have exactly one of bundle and journal")
+	case src.Bundle != nil:
+		if _, err := bundle.ParseHash(src.Bundle.FixtureHash); err != nil {
+			return nil, messages.Errorf(messages.InvalidFixtureHash, "source.bundle.fixture_hash is not 64 lowercase hex characters")
+		}
+	default:
+		j := src.Journal
+		if j.RunID == "" {
+			return nil, messages.Errorf(messages.InvalidOverrides, "source.journal.run_id is missing")
+		}
+		if j.ForkAfterSeq != nil && *j.ForkAfterSeq < 0 {
+			return nil, messages.Errorf(messages.InvalidOverrides, "source.journal.fork_after_seq %d is negative", *j.ForkAfterSeq)
+		}
+		if j.ExpectedHash != "" {
+			if _, err := bundle.ParseHash(j.ExpectedHash); err != nil {
+				return nil, messages.Errorf(messages.InvalidFixtureHash, "source.journal.expected_hash is not 64 lowercase hex characters")
+			}
+		}
+	}
+	if _, err := caseOptions(b.Options); err != nil {
+		return nil, err
+	}
+	var inputs json.RawMessage
+	if len(b.Options.Inputs) > 0 {
+		raw, err := json.Marshal(b.Options.Inputs)
+		if err != nil {
+			return nil, messages.Errorf(messages.InvalidOverrides, "options.inputs: %v", err)
+		}
+		inputs = raw
+	}
+	return w.submit(ctx, env, b.RunID, "case_", b.TargetName, inputs)
+}
+
+// caseOptions turns the message's options into the engine's; bad values
+// are invalid_overrides.
+func caseOptions(o messages.RunCaseOptions) (replay.Options, error) {
+	out := replay.Options{
+		FromStart: o.FromStart, Inputs: o.Inputs, Model: o.Model, System: o.Prompt,
+		LiveBudget: o.LiveBudget, MaxCostUSD: o.MaxCostUSD, AllowWrite: o.AllowWrite, ReplayOnly: o.ReplayOnly,
+	}
+	if o.LiveBudget != nil && *o.LiveBudget < 0 {
+		return out, messages.Errorf(messages.InvalidOverrides, "options.live_budget %d is negative", *o.LiveBudget)
+	}
+	if o.MaxCostUSD != nil && *o.MaxCostUSD < 0 {
+		return out, messages.Errorf(messages.InvalidOverrides, "options.max_cost_usd %g is negative", *o.MaxCostUSD)
+	}
+	var err error
+	if s := bytes.TrimSpace(o.Supply); len(s) > 0 && !bytes.Equal(s, []byte("null")) && !o.ReplayOnly {
+		if len(s) > replay.MaxSupplyBytes {
+			return out, messages.Errorf(messages.InvalidOverrides, "options.supply is over %d bytes", replay.MaxSupplyBytes)
+		}
+		if out.Supply, err = replay.ParseSupply(s); err != nil {
+			return out, messages.Errorf(messages.InvalidOverrides, "options.supply: %v", err)
+		}
+	}
+	if p := bytes.TrimSpace(o.Prices); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
+		if out.Prices, err = replay.ParsePrices(p); err != nil {
+			return out, messages.Errorf(messages.InvalidOverrides, "options.prices: %v", err)
+		}
+	}
+	return out, nil
+}
+
+// submit durably submits a run: it creates the run in the journal (meta and
+// run:submitted, which holds the message id, type and body) and adds an
+// entry to the runs stream. A run of that id created by the same message
+// (a redelivery) is the same submission; one created by another message is
+// refused. Then the caller records, replies and acks.
+func (w *Worker) submit(ctx context.Context, env messages.Envelope, runID, prefix, target string, inputs json.RawMessage) (any, error) {
+	info, ok := w.reg.Lookup(target)
+	if !ok {
+		return nil, messages.Errorf(messages.InvalidOverrides, "no target %q is registered in this worker", target)
+	}
+	if runID == "" {
+		runID = derivedRunID(prefix, env.MessageID)
+	} else if err := journal.CheckRunID(runID); err != nil {
+		return nil, messages.Errorf(messages.InvalidOverrides, "run_id: %v", err)
+	}
+	msgID, err := json.Marshal(env.MessageID)
+	if err != nil {
+		return nil, fmt.Errorf("encode the message id: %w", err)
+	}
+	typ, err := json.Marshal(string(env.Type))
+	if err != nil {
+		return nil, fmt.Errorf("encode the message type: %w", err)
+	}
+	var body bytes.Buffer
+	if err := json.Compact(&body, env.Body); err != nil {
+		return nil, messages.Errorf(messages.InvalidOverrides, "the body is not valid JSON: %v", err)
+	}
+	_, err = w.journal.Create(ctx, journal.CreateParams{
+		RunID: runID, TargetName: target, CodeVersion: info.CodeVersion, Inputs: inputs,
+		Fields: map[string]json.RawMessage{fieldMessageID: msgID, fieldMessageType: typ, fieldRequest: body.Bytes()},
+	})
+	switch {
+	case errors.Is(err, journal.ErrRunExists):
+		same, serr := w.submittedBy(ctx, runID, env.MessageID)
+		if serr != nil {
+			return nil, serr
+		}
+		if !same {
+			return nil, messages.Errorf(messages.InvalidOverrides, "run_id %s already names another run", runID)
+		}
+	case errors.Is(err, journal.ErrInvalid):
+		return nil, messages.Errorf(messages.InvalidOverrides, "%v", err)
+	case err != nil:
+		return nil, fmt.Errorf("submit run %s: %w", runID, err)
+	}
+	// A crash after this XADD and before the ack adds a second entry on
+	// redelivery; the executor finds the run leased or finished and acks it.
+	err = w.client.Do(ctx, w.client.B().Xadd().Key(w.runsStream()).Id("*").FieldValue().FieldValue(runField, runID).Build()).Error()
+	if err != nil {
+		return nil, fmt.Errorf("submit run %s to %s: %w", runID, w.runsStream(), err)
+	}
+	return messages.RunResult{RunID: runID, Events: valkeyjournal.EventsKey(w.cfg.Namespace, runID)}, nil
+}
+
+// submittedBy reports whether run runID was submitted by message messageID
+// (its run:submitted event carries that message id).
+func (w *Worker) submittedBy(ctx context.Context, runID, messageID string) (bool, error) {
+	ev, err := w.submitted(ctx, runID)
+	if err != nil {
+		return false, err
+	}
+	var got string
+	if raw, ok := ev.Fields[fieldMessageID]; ok {
+		_ = json.Unmarshal(raw, &got)
+	}
+	return got == messageID, nil
+}
+
+// submitted returns run runID's run:submitted event (its first).
+func (w *Worker) submitted(ctx context.Context, runID string) (journal.Event, error) {
+	events, _, err := w.journal.Events(ctx, runID)
+	if err != nil {
+		return journal.Event{}, fmt.Errorf("read run %s: %w", runID, err)
+	}
+	if len(events) == 0 || events[0].Kind != journal.KindRunSubmitted {
+		return journal.Event{}, fmt.Errorf("run %s has no run:submitted event", runID)
+	}
+	return events[0], nil
+}
