@@ -37,6 +37,51 @@ type outcome struct {
 	key, bodyHash string
 }
 
+// writeRecord writes the idempotency record of out (keeping the reply of a
+// record already there) and, when PYRULA_WAIT_REPLICAS is set, waits for the
+// replicas. WAIT covers only the writes of its own connection, so the record
+// and the WAIT go over one dedicated connection; replication is one ordered
+// stream, so the replicas then also hold every write made before the record
+// (the bundle's journal writes, the run's submission).
+func (w *Worker) writeRecord(ctx context.Context, out *outcome) error {
+	rec, err := json.Marshal(record{BodyHash: out.bodyHash, Reply: out.reply})
+	if err != nil {
+		return err
+	}
+	write := func(c interface {
+		Do(context.Context, valkey.Completed) valkey.ValkeyResult
+	}) error {
+		set, err := c.Do(ctx, w.client.B().Set().Key(out.key).Value(string(rec)).Nx().Px(w.cfg.IdempotencyTTL).Build()).ToString()
+		if valkey.IsValkeyNil(err) {
+			prev, found, lerr := w.lookup(ctx, out.reply.MessageID)
+			if lerr != nil {
+				return lerr
+			}
+			if found && prev.BodyHash == out.bodyHash {
+				out.reply = prev.Reply
+			}
+		} else if err != nil || set != "OK" {
+			return fmt.Errorf("write the idempotency record: %w", err)
+		}
+		if w.cfg.WaitReplicas <= 0 {
+			return nil
+		}
+		n, err := c.Do(ctx, w.client.B().Wait().Numreplicas(int64(w.cfg.WaitReplicas)).Timeout(5000).Build()).AsInt64()
+		if err != nil {
+			return fmt.Errorf("wait for replicas: %w", err)
+		}
+		if n < int64(w.cfg.WaitReplicas) {
+			return fmt.Errorf("wait for replicas: %d of %d acknowledged", n, w.cfg.WaitReplicas)
+		}
+		return nil
+	}
+	if w.cfg.WaitReplicas <= 0 {
+		return write(w.client)
+	}
+	return w.client.Dedicated(func(c valkey.DedicatedClient) error { return write(c) })
+}
+
+// recordKey is the key of a message id's idempotency record.
 func (w *Worker) recordKey(messageID string) string {
 	return w.cfg.Namespace + ":msg:{" + messageID + "}"
 }
@@ -219,30 +264,8 @@ func (w *Worker) finish(ctx context.Context, entryID string, out *outcome) error
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
 	if out.key != "" {
-		rec, err := json.Marshal(record{BodyHash: out.bodyHash, Reply: out.reply})
-		if err != nil {
+		if err := w.writeRecord(ctx, out); err != nil {
 			return err
-		}
-		set, err := w.client.Do(ctx, w.client.B().Set().Key(out.key).Value(string(rec)).Nx().Px(w.cfg.IdempotencyTTL).Build()).ToString()
-		if valkey.IsValkeyNil(err) {
-			prev, found, lerr := w.lookup(ctx, out.reply.MessageID)
-			if lerr != nil {
-				return lerr
-			}
-			if found && prev.BodyHash == out.bodyHash {
-				out.reply = prev.Reply
-			}
-		} else if err != nil || set != "OK" {
-			return fmt.Errorf("write the idempotency record: %w", err)
-		}
-		if w.cfg.WaitReplicas > 0 {
-			n, err := w.client.Do(ctx, w.client.B().Wait().Numreplicas(int64(w.cfg.WaitReplicas)).Timeout(5000).Build()).AsInt64()
-			if err != nil {
-				return fmt.Errorf("wait for replicas: %w", err)
-			}
-			if n < int64(w.cfg.WaitReplicas) {
-				return fmt.Errorf("wait for replicas: %d of %d acknowledged", n, w.cfg.WaitReplicas)
-			}
 		}
 	}
 	raw, err := json.Marshal(out.reply)
