@@ -169,7 +169,11 @@ func (w *Worker) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, str
 			return refuse(messages.InvalidOverrides, "message_id %s was already used with a different body", env.MessageID)
 		}
 		w.metrics.duplicates.Inc()
+		// finish goes through the record again (it is there, so it keeps
+		// this reply) so that PYRULA_WAIT_REPLICAS holds a duplicate's ack
+		// too: the first delivery may have failed in that WAIT.
 		out.reply = prev.Reply
+		out.key, out.bodyHash = w.recordKey(env.MessageID), bodyHash
 		return out, string(env.Type), nil
 	}
 	out.key, out.bodyHash = w.recordKey(env.MessageID), bodyHash

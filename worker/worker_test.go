@@ -375,3 +375,30 @@ func TestStopBeforeStartAndConfig(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// TestWaitReplicasHoldsTheAck: with PYRULA_WAIT_REPLICAS above the replicas
+// the server has (the test Redis has none), WAIT comes back short, so the
+// message is neither answered nor acked: it stays pending to be retried.
+func TestWaitReplicasHoldsTheAck(t *testing.T) {
+	t.Parallel()
+	e := setup(t, memstore.New(memstore.Options{}), func(c *worker.Config) {
+		c.WaitReplicas = 1
+		c.MaxDeliveries = 100
+	})
+	e.send("w1", "delete_case_bundle", map[string]any{"fixture_hash": zeroHash})
+	ctx := context.Background()
+	key := e.cfg.Namespace + ":msg:{w1}"
+	// The record is written (on the connection that then sends WAIT).
+	eventually(t, 5*time.Second, func() bool {
+		n, err := e.client.Do(ctx, e.client.B().Exists().Key(key).Build()).AsInt64()
+		return err == nil && n == 1
+	})
+	// WAIT blocks up to 5 s and comes back with 0 of 1 replicas.
+	time.Sleep(6 * time.Second)
+	if got := e.replies(); len(got) != 0 {
+		t.Fatalf("replies without the replicas: %+v", got)
+	}
+	if p := e.pending(); p != 1 {
+		t.Fatalf("pending = %d, want the message held", p)
+	}
+}
