@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/valkey-io/valkey-go"
 
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/messages"
@@ -166,6 +167,11 @@ func (c Config) Validate() error {
 	}
 	if err := journal.CheckNamespace(c.Namespace); err != nil {
 		return bad("NAMESPACE", "%v", err)
+	}
+	if c.ValkeyURL != "" {
+		if _, err := valkey.ParseURL(c.ValkeyURL); err != nil {
+			return bad("VALKEY_URL", "not a redis://, rediss:// or unix:// URL")
+		}
 	}
 	positiveDurations := []struct {
 		name string
