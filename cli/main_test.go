@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pyrula/caseworker/internal/testenv"
 )
 
 // pyrula is the path of the binary built once for the tests.
@@ -25,15 +27,8 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	pyrula = filepath.Join(dir, "pyrula")
-	args := []string{"build", "-o", pyrula}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	args = append(args, "github.com/pyrula/caseworker/cmd/pyrula")
-	build := exec.Command("go", args...)
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build cmd/pyrula: %v\n%s", err, out)
+	if pyrula, err = testenv.BuildBinary(dir, "github.com/pyrula/caseworker/cmd/pyrula"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return m.Run()
@@ -63,11 +58,7 @@ func run(t *testing.T, inv invocation) result {
 	t.Helper()
 	cmd := exec.Command(pyrula, inv.args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-	if raceEnabled {
-		// A race makes the binary exit 66, which fails the test; do not
-		// wait the default second at every exit.
-		cmd.Env = append(cmd.Env, "GORACE=atexit_sleep_ms=0")
-	}
+	cmd.Env = append(cmd.Env, testenv.BinaryEnv()...)
 	cmd.Env = append(cmd.Env, inv.env...)
 	if inv.stdin != nil {
 		cmd.Stdin = bytes.NewReader(inv.stdin)

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -43,14 +42,8 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	workerBin = filepath.Join(dir, "worker")
-	args := []string{"build", "-o", workerBin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	args = append(args, "github.com/pyrula/caseworker/cmd/worker")
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build cmd/worker: %v\n%s", err, out)
+	if workerBin, err = testenv.BuildBinary(dir, "github.com/pyrula/caseworker/cmd/worker"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return m.Run()
@@ -60,11 +53,7 @@ func testMain(m *testing.M) int {
 // variables from the caller's environment).
 func baseEnv(t *testing.T, env ...string) []string {
 	e := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-	if raceEnabled {
-		// A race makes the binary exit 66, which fails the test; do not
-		// wait the default second at every exit.
-		e = append(e, "GORACE=atexit_sleep_ms=0")
-	}
+	e = append(e, testenv.BinaryEnv()...)
 	return append(e, env...)
 }
 
