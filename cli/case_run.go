@@ -130,6 +130,7 @@ func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseR
 		return fmt.Errorf("case run: %w", err)
 	}
 	p.FixtureHash = string(cb.Hash())
+	p.Canonical = true // read and verified by bundle.Read or the store
 	if p.Target == "" {
 		p.Target = p.Bundle.Manifest.TargetName
 	}

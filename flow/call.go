@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/pyrula/caseworker/bundle/canonjson"
 	"github.com/pyrula/caseworker/messages"
 )
 
@@ -94,17 +93,17 @@ type Call struct {
 // Fingerprint returns the canonical JSON of input (encoded with
 // encoding/json first, so a json.RawMessage passes through) and its
 // fingerprint: the lowercase hex SHA-256 of that canonical JSON.
-func Fingerprint(input any) (canonical json.RawMessage, fingerprint string, err error) {
+func Fingerprint(input any) (canonicalInput json.RawMessage, fingerprint string, err error) {
 	raw, err := json.Marshal(input)
 	if err != nil {
 		return nil, "", fmt.Errorf("flow: encode input: %w", err)
 	}
-	canonical, err = canonjson.Canonicalize(raw)
+	canonicalInput, err = canonical(raw)
 	if err != nil {
 		return nil, "", fmt.Errorf("flow: canonicalize input: %w", err)
 	}
-	sum := sha256.Sum256(canonical)
-	return canonical, hex.EncodeToString(sum[:]), nil
+	sum := sha256.Sum256(canonicalInput)
+	return canonicalInput, hex.EncodeToString(sum[:]), nil
 }
 
 // CallError is an error returned by a call and recorded as the result's

@@ -32,7 +32,9 @@ type Log interface {
 	// run_seq if there were none). A run with no journal is created by its
 	// first Append. Errors: ErrFinished if the run has a terminal event,
 	// ErrResultExists if a result with the same (kind, key) is already
-	// stored (nothing is appended then), else the backend's.
+	// stored (nothing is appended then), else the backend's. Append must
+	// not keep the slices b.Events and b.Results after it returns (the
+	// runtime reuses them); it may keep what they hold.
 	Append(ctx context.Context, runID string, b Batch) (lastSeq int64, err error)
 
 	// Finish appends terminal, a run:complete, run:error or run:cancelled
@@ -61,20 +63,31 @@ type Batch struct {
 	Results []bundle.Result
 }
 
-// MemLog is an in-memory Log for tests and embedded use. It keeps events as
-// JSON, so every Load decodes what Append encoded, as a real journal would.
-// It is safe for concurrent use.
+// MemLog is an in-memory Log for tests and embedded use. Load returns
+// exactly what a journal that stores events as JSON would return (every
+// Load gives what decoding the encoded event gives, and fails where that
+// would fail), but events are kept as Go values, normalised at Append to
+// what the JSON round trip yields, and encoded only when EventsJSON asks;
+// an event the normalisation cannot vouch for (invalid UTF-8, raw values
+// with white space around them, Extra fields that the round trip would
+// move) is kept as its JSON, as before. As the Log contract allows, Append
+// keeps the raw values, Call and Extra of the events it is given: callers
+// must not change them afterwards. Load returns copies. It is safe for
+// concurrent use.
 type MemLog struct {
 	mu   sync.Mutex
 	runs map[string]*memRun
 }
 
 type memRun struct {
-	events   []json.RawMessage
-	results  []bundle.Result
-	keys     map[string]bool
+	events   chunked[memEvent]
+	results  chunked[bundle.Result]
+	keys     map[resultKey]bool
 	finished bool
 }
+
+// resultKey is a result's (kind, key).
+type resultKey struct{ kind, key string }
 
 var _ Log = (*MemLog)(nil)
 
@@ -92,16 +105,38 @@ func (m *MemLog) Load(ctx context.Context, runID string) (Recorded, error) {
 	if r == nil {
 		return Recorded{}, nil
 	}
-	var rec Recorded
-	for _, raw := range r.events {
-		var ev Event
-		if err := json.Unmarshal(raw, &ev); err != nil {
+	rec := Recorded{Events: make([]Event, 0, r.events.n)}
+	for me := range r.events.all() {
+		ev, err := me.event()
+		if err != nil {
 			return Recorded{}, fmt.Errorf("memlog: load %s: %w", runID, err)
 		}
 		rec.Events = append(rec.Events, ev)
 	}
-	rec.Results = slices.Clone(r.results)
+	if r.results.n > 0 {
+		rec.Results = make([]bundle.Result, 0, r.results.n)
+	}
+	for res := range r.results.all() {
+		rec.Results = append(rec.Results, *res)
+	}
 	return rec, nil
+}
+
+// event returns a copy of the stored event that shares nothing mutable with
+// the log.
+func (me *memEvent) event() (Event, error) {
+	if me.enc != nil {
+		var ev Event
+		err := json.Unmarshal(me.enc, &ev)
+		return ev, err
+	}
+	ev := me.value()
+	if !validJSON(&ev) {
+		// What decoding the event's JSON would say.
+		raw, _ := ev.MarshalJSON()
+		return Event{}, json.Unmarshal(raw, new(Event))
+	}
+	return cloneEvent(ev), nil
 }
 
 // Append implements Log.
@@ -113,30 +148,38 @@ func (m *MemLog) Append(ctx context.Context, runID string, b Batch) (int64, erro
 	defer m.mu.Unlock()
 	r := m.runs[runID]
 	if r == nil {
-		r = &memRun{keys: make(map[string]bool)}
+		r = &memRun{keys: make(map[resultKey]bool)}
 	}
 	if r.finished {
 		return 0, fmt.Errorf("memlog: append %s: %w", runID, ErrFinished)
 	}
-	added := make(map[string]bool, len(b.Results))
-	for _, res := range b.Results {
-		k := res.Kind + ":" + res.Key
-		if r.keys[k] || added[k] {
-			return 0, fmt.Errorf("memlog: append %s: %s: %w", runID, k, ErrResultExists)
+	switch len(b.Results) {
+	case 0:
+	case 1:
+		if res := b.Results[0]; r.keys[resultKey{res.Kind, res.Key}] {
+			return 0, fmt.Errorf("memlog: append %s: %s:%s: %w", runID, res.Kind, res.Key, ErrResultExists)
 		}
-		added[k] = true
+	default:
+		added := make(map[resultKey]bool, len(b.Results))
+		for _, res := range b.Results {
+			k := resultKey{res.Kind, res.Key}
+			if r.keys[k] || added[k] {
+				return 0, fmt.Errorf("memlog: append %s: %s:%s: %w", runID, res.Kind, res.Key, ErrResultExists)
+			}
+			added[k] = true
+		}
 	}
-	encoded, err := m.encode(r, b.Events)
-	if err != nil {
+	if err := r.store(b.Events); err != nil {
 		return 0, fmt.Errorf("memlog: append %s: %w", runID, err)
 	}
-	m.runs[runID] = r
-	r.events = append(r.events, encoded...)
-	for _, res := range b.Results {
-		r.keys[res.Kind+":"+res.Key] = true
-		r.results = append(r.results, cloneResult(res))
+	if m.runs[runID] != r {
+		m.runs[runID] = r
 	}
-	return int64(len(r.events)), nil
+	for _, res := range b.Results {
+		r.keys[resultKey{res.Kind, res.Key}] = true
+		r.results.add(cloneResult(res))
+	}
+	return int64(r.events.n), nil
 }
 
 // Finish implements Log.
@@ -151,34 +194,41 @@ func (m *MemLog) Finish(ctx context.Context, runID string, terminal Event) (int6
 	defer m.mu.Unlock()
 	r := m.runs[runID]
 	if r == nil {
-		r = &memRun{keys: make(map[string]bool)}
+		r = &memRun{keys: make(map[resultKey]bool)}
 	}
 	if r.finished {
 		return 0, fmt.Errorf("memlog: finish %s: %w", runID, ErrFinished)
 	}
-	encoded, err := m.encode(r, []Event{terminal})
-	if err != nil {
+	if err := r.store([]Event{terminal}); err != nil {
 		return 0, fmt.Errorf("memlog: finish %s: %w", runID, err)
 	}
 	m.runs[runID] = r
-	r.events = append(r.events, encoded...)
 	r.finished = true
-	return int64(len(r.events)), nil
+	return int64(r.events.n), nil
 }
 
-func (m *MemLog) encode(r *memRun, events []Event) ([]json.RawMessage, error) {
-	out := make([]json.RawMessage, 0, len(events))
+// store numbers events after r's and adds them to r, all or none.
+func (r *memRun) store(events []Event) error {
+	var stored [2]memEvent // the runtime appends one or two events at a time
+	out := stored[:0]
 	for i, ev := range events {
-		ev.RunSeq = int64(len(r.events) + i + 1)
+		ev.RunSeq = int64(r.events.n + i + 1)
+		if norm, ok := roundTripped(ev); ok {
+			out = append(out, compact(norm))
+			continue
+		}
 		// MarshalJSON directly: json.Marshal would validate and compact its
 		// output once more.
 		raw, err := ev.MarshalJSON()
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, raw)
+		out = append(out, memEvent{enc: raw})
 	}
-	return out, nil
+	for _, me := range out {
+		r.events.add(me)
+	}
+	return nil
 }
 
 // Events returns a copy of the run's events (nil for an unknown run).
@@ -190,7 +240,8 @@ func (m *MemLog) Events(runID string) []Event {
 	return rec.Events
 }
 
-// EventsJSON returns the run's events as the JSON the Log stored.
+// EventsJSON returns the run's events as JSON: the bytes Event.MarshalJSON
+// gives for each (nil for an unknown run).
 func (m *MemLog) EventsJSON(runID string) []json.RawMessage {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -198,7 +249,19 @@ func (m *MemLog) EventsJSON(runID string) []json.RawMessage {
 	if r == nil {
 		return nil
 	}
-	return slices.Clone(r.events)
+	out := make([]json.RawMessage, 0, r.events.n)
+	for me := range r.events.all() {
+		if me.enc != nil {
+			out = append(out, slices.Clone(me.enc))
+			continue
+		}
+		raw, err := me.value().MarshalJSON()
+		if err != nil {
+			panic(err) // roundTripped vouched for the event
+		}
+		out = append(out, raw)
+	}
+	return out
 }
 
 // Results returns a copy of the run's result records, in the order they were
@@ -210,9 +273,9 @@ func (m *MemLog) Results(runID string) []bundle.Result {
 	if r == nil {
 		return nil
 	}
-	out := make([]bundle.Result, len(r.results))
-	for i, res := range r.results {
-		out[i] = cloneResult(res)
+	out := make([]bundle.Result, 0, r.results.n)
+	for res := range r.results.all() {
+		out = append(out, cloneResult(*res))
 	}
 	return out
 }

@@ -87,6 +87,12 @@ type Resolution struct {
 	Result json.RawMessage
 	// Error, for ActAnswer, answers with a recorded error instead of Result.
 	Error *CallError
+	// Canonical, for ActAnswer, says that Result is canonical JSON already
+	// (as every value of a bundle read with bundle.Read is), so the runtime
+	// neither validates nor canonicalises it again; it still checks the
+	// answer's shape and decodes it. A resolver that is not sure leaves it
+	// false.
+	Canonical bool
 	// Provenance, when set, is written on the call's call:done event
 	// (case runs: "reused", "simulated", "live", "changed").
 	Provenance string
@@ -128,6 +134,11 @@ func ValidateAnswer(kind CallKind, result json.RawMessage) error {
 	if !json.Valid(result) {
 		return fmt.Errorf("%s answer is not JSON", kind)
 	}
+	return answerShape(kind, result)
+}
+
+// answerShape is ValidateAnswer for a result known to be valid JSON.
+func answerShape(kind CallKind, result json.RawMessage) error {
 	switch kind {
 	case KindModel:
 		var r ModelResponse

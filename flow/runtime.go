@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/pyrula/caseworker/bundle"
-	"github.com/pyrula/caseworker/bundle/canonjson"
 	"github.com/pyrula/caseworker/messages"
 )
 
@@ -206,10 +205,12 @@ type run struct {
 	counters    map[string]int
 	seen        map[string]bool
 	lastSeq     int64
-	stop        *StopError // the run stopped with a reason code
-	suspendedAt string     // the call the run waits on
-	abandoned   error      // the run's context ended
-	fatal       error      // the Log failed
+	events      [2]Event         // the batch of a call's append (no allocation per call)
+	records     [1]bundle.Result // see events
+	stop        *StopError       // the run stopped with a reason code
+	suspendedAt string           // the call the run waits on
+	abandoned   error            // the run's context ended
+	fatal       error            // the Log failed
 }
 
 type runKey struct{}
@@ -345,7 +346,7 @@ func (r *run) finish(ctx context.Context, result any, err error) (Outcome, error
 	if stop == nil {
 		raw, merr := json.Marshal(result)
 		if merr == nil {
-			raw, merr = canonjson.Canonicalize(raw)
+			raw, merr = canonical(raw)
 		}
 		if merr != nil {
 			stop = Stopf(messages.RuntimeError, "the result of %s does not encode as JSON: %v", r.t.info.Name, merr)
@@ -521,11 +522,15 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 	if ferr != nil {
 		return r.stopLocked(&StopError{Code: messages.RuntimeError, Message: fmt.Sprintf("call %s: %v", id, ferr), StopKey: id})
 	}
-	if r.seen[id] {
-		return r.stopLocked(&StopError{Code: messages.RuntimeError,
-			Message: fmt.Sprintf("call %s made twice in one run (tool-use and gather ids must be unique)", id), StopKey: id})
+	// Keys from a counter are unique by construction; only fixed keys
+	// (tool-use and gather ids) can repeat.
+	if s.key != "" {
+		if r.seen[id] {
+			return r.stopLocked(&StopError{Code: messages.RuntimeError,
+				Message: fmt.Sprintf("call %s made twice in one run (tool-use and gather ids must be unique)", id), StopKey: id})
+		}
+		r.seen[id] = true
 	}
-	r.seen[id] = true
 
 	// 1. The run's own journal.
 	var inflight *recordedCall
@@ -566,7 +571,7 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 		return r.stopLocked(stop)
 	case ActAnswer:
 		if res.Error == nil {
-			answer, err = checkAnswer(s.kind, res.Result, decode)
+			answer, err = checkAnswer(s.kind, res.Result, res.Canonical, decode)
 			if err != nil {
 				return r.stopLocked(&StopError{Code: messages.MissingContext,
 					Message: fmt.Sprintf("the answer for %s has the wrong shape: %v", id, err), StopKey: id})
@@ -585,11 +590,20 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 			wakeAt = r.now().Add(s.wait)
 		}
 	}
+	// An answered call runs nothing between its call:start and its
+	// call:done, so both go in one append (step 5).
+	nEvents := 0
+	ref := &CallRef{} // one copy of the identity for both events (a Log may keep it)
+	*ref = c.CallRef
 	if inflight == nil {
-		ref := c.CallRef
-		start := Event{Kind: EventCallStart, At: r.now(), Call: &ref, Input: canon, WakeAt: wakeAt, Tool: s.tool}
-		if err := r.appendLocked(ctx, ctx, Batch{Events: []Event{start}}); err != nil {
-			return err
+		r.events[0] = Event{Kind: EventCallStart, At: r.now(), Call: ref, Input: canon, WakeAt: wakeAt, Tool: s.tool}
+		nEvents = 1
+		if res.Action == ActLive {
+			err := r.appendLocked(ctx, ctx, Batch{Events: r.events[:1]})
+			r.events[0], nEvents = Event{}, 0
+			if err != nil {
+				return err
+			}
 		}
 	}
 
@@ -604,7 +618,7 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 		case err == nil:
 			raw, merr := json.Marshal(out)
 			if merr == nil {
-				raw, merr = canonjson.Canonicalize(raw)
+				raw, merr = canonical(raw)
 			}
 			if merr != nil {
 				if ctx.Err() != nil {
@@ -635,23 +649,32 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 		result, cerr = answer, res.Error
 	}
 
-	// 5. call:done and the result record, in one append. A call that
-	// finished as the run's context ended is still recorded.
+	// 5. call:done and the result record (after call:start for an answered
+	// call), in one append. A live call that finished as the run's context
+	// ended is still recorded.
 	record := bundle.Result{Key: c.Key, Kind: string(c.Kind), Fingerprint: fp}
 	if cerr != nil {
 		raw, _ := json.Marshal(cerr)
-		record.Error, _ = canonjson.Canonicalize(raw)
+		record.Error, _ = canonical(raw)
 	} else {
 		record.Result = result
 	}
-	ref := c.CallRef
-	done := Event{Kind: EventCallDone, At: r.now(), Call: &ref, Provenance: res.Provenance}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.rt.cfg.FinishTimeout)
-	defer cancel()
-	if err := r.appendLocked(ctx, wctx, Batch{Events: []Event{done}, Results: []bundle.Result{record}}); err != nil {
+	r.events[nEvents] = Event{Kind: EventCallDone, At: r.now(), Call: ref, Provenance: res.Provenance}
+	r.records[0] = record
+	wctx := ctx
+	if res.Action == ActLive {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), r.rt.cfg.FinishTimeout)
+		defer cancel()
+	} else if ctx.Err() != nil {
+		r.events[0], r.events[1], r.records[0] = Event{}, Event{}, bundle.Result{}
+		return r.abandonLocked(ctx)
+	}
+	err = r.appendLocked(ctx, wctx, Batch{Events: r.events[:nEvents+1], Results: r.records[:1]})
+	r.events[0], r.events[1], r.records[0] = Event{}, Event{}, bundle.Result{}
+	if err != nil {
 		return err
 	}
-	r.results[id] = record
 	if obs, ok := r.resolver.(Observer); ok {
 		obs.Observe(ctx, Observation{Call: c, Resolution: res, Record: record})
 	}
@@ -684,17 +707,26 @@ func (r *run) deliverRecorded(c Call, res bundle.Result, decode func(json.RawMes
 	return nil
 }
 
-// checkAnswer validates a resolver's answer and returns its canonical form.
-func checkAnswer(kind CallKind, result json.RawMessage, decode func(json.RawMessage) error) (json.RawMessage, error) {
+// checkAnswer validates a resolver's answer and returns its canonical form;
+// an answer the resolver vouches is canonical (Resolution.Canonical) is
+// only checked for its shape and decoded.
+func checkAnswer(kind CallKind, result json.RawMessage, vouched bool, decode func(json.RawMessage) error) (json.RawMessage, error) {
 	if result == nil {
 		result = json.RawMessage("null")
 	}
-	if err := ValidateAnswer(kind, result); err != nil {
-		return nil, err
-	}
-	canon, err := canonjson.Canonicalize(result)
-	if err != nil {
-		return nil, err
+	canon := result
+	if vouched {
+		if err := answerShape(kind, result); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := ValidateAnswer(kind, result); err != nil {
+			return nil, err
+		}
+		var err error
+		if canon, err = canonical(result); err != nil {
+			return nil, err
+		}
 	}
 	if err := decode(canon); err != nil {
 		return nil, err

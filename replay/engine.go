@@ -69,6 +69,12 @@ type Options struct {
 type Params struct {
 	// Bundle is the decoded case; required.
 	Bundle *bundle.Bundle
+	// Canonical says that Bundle was decoded from a bundle.Canonical
+	// (bundle.Read, a verified store read, bundle.Encode): its raw values
+	// are canonical JSON, so recorded results are handed to the target
+	// without being canonicalised again. Leave it false for a Bundle built
+	// any other way.
+	Canonical bool
 	// FixtureHash is the case's hash, reported on the outcome line.
 	FixtureHash string
 	// Target is the registered target to run; default the manifest's
@@ -174,6 +180,15 @@ func (r Report) ExitStatus() int {
 	return messages.ExitRunFailed
 }
 
+// callKey is a call's identity kind:key as a map key, without building the
+// string.
+type callKey struct {
+	kind flow.CallKind
+	key  string
+}
+
+func keyOf(c flow.CallRef) callKey { return callKey{c.Kind, c.Key} }
+
 type recCall struct {
 	ref   flow.CallRef
 	input json.RawMessage
@@ -181,18 +196,19 @@ type recCall struct {
 
 // engine is one case run: the resolver of the top-level run.
 type engine struct {
-	p       Params
-	target  flow.TargetInfo
-	prefix  []recCall
-	inputs  map[string]json.RawMessage // recorded inputs by call id
-	results map[string]bundle.Result
-	allow   map[string]bool
-	steps   map[string][]string // step name → registration ids
-	budget  int
-	prices  Prices
+	p      Params
+	target flow.TargetInfo
+	prefix []recCall
+	inputs map[callKey]json.RawMessage // recorded inputs
+	index  map[callKey]int             // position in p.Bundle.Results
+	allow  map[string]bool
+	steps  map[string][]string // step name → registration ids
+	budget int
+	prices Prices
 
 	mu           sync.Mutex
-	consumed     map[string]bool
+	event        [1]flow.Event // the batch of a case:call append
+	consumed     []bool        // by position in p.Bundle.Results
 	prefixDone   int
 	liveCalls    int
 	cost         float64
@@ -226,15 +242,17 @@ func Run(ctx context.Context, p Params) (Report, error) {
 	}
 	e := &engine{
 		p: p, target: info,
-		inputs:   map[string]json.RawMessage{},
-		results:  map[string]bundle.Result{},
+		inputs:   map[callKey]json.RawMessage{},
+		index:    make(map[callKey]int, len(p.Bundle.Results)),
 		allow:    map[string]bool{},
 		steps:    map[string][]string{},
-		consumed: map[string]bool{},
+		consumed: make([]bool, len(p.Bundle.Results)),
 		counts:   map[string]int{ProvReused: 0, ProvSimulated: 0, ProvLive: 0, ProvChanged: 0},
 		budget:   DefaultLiveBudget,
 		prices:   DefaultPrices().Merge(p.Prices),
 		changed:  []string{},
+		// One call line per recorded result is the common case.
+		calls: make([]CallLine, 0, len(p.Bundle.Results)),
 	}
 	if p.LiveBudget != nil {
 		e.budget = *p.LiveBudget
@@ -245,8 +263,8 @@ func Run(ctx context.Context, p Params) (Report, error) {
 	for _, s := range append(slices.Clone(m.Registration.Steps), info.Registration.Steps...) {
 		e.steps[s.Name] = append(e.steps[s.Name], s.ID)
 	}
-	for _, r := range p.Bundle.Results {
-		e.results[r.Kind+":"+r.Key] = r
+	for i, r := range p.Bundle.Results {
+		e.index[callKey{flow.CallKind(r.Kind), r.Key}] = i
 	}
 	for i, raw := range p.Bundle.History {
 		var ev struct {
@@ -259,7 +277,7 @@ func Run(ctx context.Context, p Params) (Report, error) {
 		}
 		if ev.Kind == string(flow.EventCallStart) && ev.Call != nil {
 			e.prefix = append(e.prefix, recCall{ref: *ev.Call, input: ev.Input})
-			e.inputs[ev.Call.ID()] = ev.Input
+			e.inputs[keyOf(*ev.Call)] = ev.Input
 		}
 	}
 	inputs := map[string]json.RawMessage{}
@@ -304,7 +322,11 @@ func Run(ctx context.Context, p Params) (Report, error) {
 	}
 	o := *e.outcome
 	o.LastSeq = max(o.LastSeq, out.LastSeq)
-	return Report{Calls: slices.Clone(e.calls), Outcome: o}, nil
+	calls := e.calls
+	if len(calls) == 0 {
+		calls = nil
+	}
+	return Report{Calls: calls, Outcome: o}, nil
 }
 
 // Resolve implements flow.Resolver: prefix verification, then the ladder.
@@ -337,13 +359,14 @@ func (e *engine) verifyPrefix(c flow.Call) flow.Resolution {
 		return e.stop(c, messages.PrefixDiverged, "prefix call %d %s: recorded fingerprint %s, actual %s%s",
 			c.Seq, id, rec.ref.Fingerprint, c.Fingerprint, diffText(d.Diff))
 	}
-	res, ok := e.results[id]
+	i, ok := e.index[keyOf(c.CallRef)]
 	if !ok {
 		return e.stop(c, messages.PrefixDiverged, "prefix call %d %s has no recorded result", c.Seq, id)
 	}
-	e.consumed[id] = true
+	res := e.p.Bundle.Results[i]
+	e.consumed[i] = true
 	e.prefixDone = c.Seq + 1
-	return recorded(res, ProvReused)
+	return e.recorded(res, ProvReused)
 }
 
 // sameFingerprint compares a call with its recording. Two differences that
@@ -390,13 +413,16 @@ func diffText(d *InputDiff) string {
 	return fmt.Sprintf(" (input fields added %v, removed %v, changed %v)", d.Added, d.Removed, d.Changed)
 }
 
-func recorded(res bundle.Result, prov string) flow.Resolution {
+// recorded answers a call with its recorded result or error.
+func (e *engine) recorded(res bundle.Result, prov string) flow.Resolution {
 	if res.Error != nil {
 		var ce flow.CallError
 		_ = json.Unmarshal(res.Error, &ce)
 		return flow.AnswerError(&ce, prov)
 	}
-	return flow.Answer(res.Result, prov)
+	r := flow.Answer(res.Result, prov)
+	r.Canonical = e.p.Canonical
+	return r
 }
 
 func waits(k flow.CallKind) bool {
@@ -406,14 +432,16 @@ func waits(k flow.CallKind) bool {
 // ladder resolves a post-fork call: reused, simulated, live or changed, or
 // a stop.
 func (e *engine) ladder(c flow.Call) flow.Resolution {
-	id := c.ID()
-	rec, ok := e.results[id]
+	k := keyOf(c.CallRef)
+	i, ok := e.index[k]
+	var rec bundle.Result
 	replaced, badError := false, false
-	if ok && !e.consumed[id] {
-		e.consumed[id] = true
-		if e.sameFingerprint(c, rec.Fingerprint, e.inputs[id]) {
+	if ok && !e.consumed[i] {
+		rec = e.p.Bundle.Results[i]
+		e.consumed[i] = true
+		if e.sameFingerprint(c, rec.Fingerprint, e.inputs[k]) {
 			if rec.Error == nil {
-				return flow.Answer(rec.Result, ProvReused)
+				return e.recorded(rec, ProvReused)
 			}
 			var ce flow.CallError
 			if json.Unmarshal(rec.Error, &ce) == nil && ce.Type != "" && !(e.p.ReplayOnly && messages.Code(ce.Type).Known()) {
@@ -423,6 +451,7 @@ func (e *engine) ladder(c flow.Call) flow.Resolution {
 		}
 		replaced = true
 	}
+	id := c.ID()
 	prov := ProvLive
 	if replaced {
 		prov = ProvChanged
@@ -438,7 +467,7 @@ func (e *engine) ladder(c flow.Call) flow.Resolution {
 		case replaced:
 			e.reason = ReasonInputChanged
 			d.RecordedCall, d.RecordedFingerprint = id, rec.Fingerprint
-			if in, ok := e.inputs[id]; ok {
+			if in, ok := e.inputs[k]; ok {
 				d.Diff = DiffInputs(in, c.Input)
 			}
 		default:
@@ -549,9 +578,11 @@ func (e *engine) Observe(ctx context.Context, o flow.Observation) {
 		line.Result, line.Error = o.Record.Result, o.Record.Error
 	}
 	e.calls = append(e.calls, line)
-	ev := flow.Event{Kind: flow.EventCaseCall, At: time.Now().UTC(), Extra: callExtra(line)}
+	// e.event is reused (under e.mu): a Log does not keep a Batch's slice.
+	e.event[0] = flow.Event{Kind: flow.EventCaseCall, At: time.Now().UTC(), Extra: callExtra(line)}
 	// A failed case:call append is not fatal: the call itself is journaled.
-	_, _ = e.p.Log.Append(context.WithoutCancel(ctx), e.p.RunID, flow.Batch{Target: e.p.Target, Events: []flow.Event{ev}})
+	_, _ = e.p.Log.Append(context.WithoutCancel(ctx), e.p.RunID, flow.Batch{Target: e.p.Target, Events: e.event[:]})
+	e.event[0] = flow.Event{}
 }
 
 func (e *engine) spendLocked(c flow.Call, rec bundle.Result) {
@@ -591,21 +622,42 @@ func callExtra(line CallLine) map[string]json.RawMessage {
 	if len(line.Result) > 0 || len(line.Error) > 0 {
 		return lineExtra(line, true)
 	}
-	ref, err := json.Marshal(struct {
-		Effect      string `json:"effect"`
-		Fingerprint string `json:"fingerprint"`
-		Key         string `json:"key"`
-		Kind        string `json:"kind"`
-	}{line.Effect, line.Fingerprint, line.Key, line.Kind})
-	prov, err2 := json.Marshal(line.Provenance)
-	if err != nil || err2 != nil {
-		return lineExtra(line, true)
-	}
+	// The three values share one buffer; the call object's keys are in the
+	// order encoding/json gives a struct with these fields sorted.
+	buf := make([]byte, 0, 96+len(line.Provenance)+len(line.Effect)+len(line.Fingerprint)+len(line.Key)+len(line.Kind))
+	buf = strconv.AppendInt(buf, int64(line.Seq), 10)
+	seqEnd := len(buf)
+	buf = appendJSONString(buf, line.Provenance)
+	provEnd := len(buf)
+	buf = append(buf, `{"effect":`...)
+	buf = appendJSONString(buf, line.Effect)
+	buf = append(buf, `,"fingerprint":`...)
+	buf = appendJSONString(buf, line.Fingerprint)
+	buf = append(buf, `,"key":`...)
+	buf = appendJSONString(buf, line.Key)
+	buf = append(buf, `,"kind":`...)
+	buf = appendJSONString(buf, line.Kind)
+	buf = append(buf, '}')
 	return map[string]json.RawMessage{
-		"seq":        strconv.AppendInt(nil, int64(line.Seq), 10),
-		"provenance": prov,
-		"call":       ref,
+		"seq":        buf[:seqEnd:seqEnd],
+		"provenance": buf[seqEnd:provEnd:provEnd],
+		"call":       buf[provEnd:],
 	}
+}
+
+// appendJSONString appends s as encoding/json writes it: directly when it
+// is printable ASCII that needs no escape, else through json.Marshal (which
+// escapes <, > and &, and replaces invalid UTF-8).
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			raw, _ := json.Marshal(s) // a string always encodes
+			return append(dst, raw...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // outcomeLocked builds the outcome line from the terminal event (or, for a
@@ -662,9 +714,9 @@ func nullable(s string) json.RawMessage {
 // unconsumedLocked lists the recorded post-fork calls the run never made.
 func (e *engine) unconsumedLocked() []string {
 	var keys []string
-	for id := range e.results {
-		if !e.consumed[id] {
-			keys = append(keys, id)
+	for k, i := range e.index {
+		if !e.consumed[i] {
+			keys = append(keys, string(k.kind)+":"+k.key)
 		}
 	}
 	slices.Sort(keys)

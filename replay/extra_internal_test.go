@@ -11,6 +11,7 @@ func TestCallExtraMatchesLineExtra(t *testing.T) {
 	lines := []CallLine{
 		{Type: "call", Seq: 7, Kind: "step", Key: "fetch:7", Effect: "read", Fingerprint: "ab12", Provenance: ProvReused},
 		{Type: "call", Seq: 0, Kind: "tool", Key: "<toolu_&1>", Effect: "write", Fingerprint: "", Provenance: ProvLive},
+		{Type: "call", Seq: 12, Kind: "stream", Key: "feed \"q\"\\ \u2028 é\x01 \x7f:1", Effect: "read", Fingerprint: "bad\xffutf8", Provenance: ProvChanged},
 		{Type: "call", Seq: 3, Kind: "model", Key: "model:3", Effect: "read", Fingerprint: "ff", Provenance: ProvReused,
 			Result: json.RawMessage(`{"a": 1}`)},
 	}

@@ -80,4 +80,5 @@ func ExampleRegister_targets() {
 	// {"name":"refund_policy","kind":"agent","code_version":"examples/v1","registration":{"tools":[],"steps":[]},"inputs":{"order_status":"delivered","reason":"damaged"},"model":"local-policy-1"}
 	// {"name":"send_receipt","kind":"workflow","code_version":"examples/v1","registration":{"tools":[],"steps":[{"id":"send_email","name":"send_email","effect":"write"}]},"inputs":{"body":"Thank you for your order.","email":"jurgen@example.com"}}
 	// {"name":"support_agent","kind":"agent","code_version":"examples/v1","registration":{"tools":[{"name":"lookup_order","writes":false},{"name":"refund","writes":true},{"name":"refund_policy","writes":false}],"steps":[]},"inputs":{"message":"My order ord_7Q2K arrived damaged — can I get a refund?","ticket_id":"T-5521"},"model":"local-support-1"}
+	// {"name":"triage","kind":"workflow","code_version":"examples/v1","registration":{"tools":[],"steps":[{"id":"classify","name":"classify","effect":"read"},{"id":"child:0","name":"triage","effect":"write"}]},"inputs":{"ask_reviewer":false,"follow_updates":false,"second_opinion":"","snooze_ms":0,"ticket":"T-5521"}}
 }

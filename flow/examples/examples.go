@@ -1,6 +1,6 @@
 // Package examples holds the example targets that the worker's demo, the
-// tests and the docs run: the workflows checkout and send_receipt, and the
-// agents support_agent and refund_policy. Every one of them runs to
+// tests and the docs run: the workflows checkout, send_receipt and triage,
+// and the agents support_agent and refund_policy. Every one of them runs to
 // completion with no inputs at all (see each target's defaults), against the
 // in-memory log and inbox, with no model provider: the agents use
 // deterministic local model clients.
@@ -56,6 +56,7 @@ func Register(reg *flow.Registry) (*Effects, error) {
 		registerSendReceipt(reg, fx),
 		registerSupportAgent(reg, fx),
 		registerRefundPolicy(reg),
+		registerTriage(reg),
 	)
 	if err != nil {
 		return nil, err
