@@ -17,6 +17,11 @@ require (
 )
 
 require (
+	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/yuin/gopher-lua v1.1.1 // indirect
+)
+
+require (
 	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.27 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect

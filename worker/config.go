@@ -43,12 +43,15 @@ type Config struct {
 	ConsumerGroup string `envconfig:"CONSUMER_GROUP" default:"case-workers" desc:"consumer group of the message stream"`
 	// ConsumerName is PYRULA_CONSUMER_NAME: stable per pod (default the host name).
 	ConsumerName string `envconfig:"CONSUMER_NAME" desc:"consumer name, stable per pod (default the host name)"`
-	// Concurrency is PYRULA_CONCURRENCY: messages handled at once.
-	Concurrency int `envconfig:"CONCURRENCY" default:"16" desc:"messages handled at once"`
-	// RunConcurrency is PYRULA_RUN_CONCURRENCY: runs executed at once.
-	RunConcurrency int `envconfig:"RUN_CONCURRENCY" default:"4" desc:"runs executed at once"`
-	// MaxDeliveries is PYRULA_MAX_DELIVERIES: deliveries before a message is dead-lettered.
-	MaxDeliveries int `envconfig:"MAX_DELIVERIES" default:"5" desc:"deliveries of a failing message before it is dead-lettered"`
+	// Concurrency is PYRULA_CONCURRENCY: messages handled at once, and the
+	// most message entries one worker holds pending; 0 means the default.
+	Concurrency int `envconfig:"CONCURRENCY" default:"16" desc:"messages handled (and held pending) at once; 0 means the default"`
+	// RunConcurrency is PYRULA_RUN_CONCURRENCY: runs executed at once, and
+	// the most runs entries one worker holds pending; 0 means the default.
+	RunConcurrency int `envconfig:"RUN_CONCURRENCY" default:"4" desc:"runs executed (and held pending) at once; 0 means the default"`
+	// MaxDeliveries is PYRULA_MAX_DELIVERIES: deliveries before a message
+	// is dead-lettered, and transient failures before a run is.
+	MaxDeliveries int `envconfig:"MAX_DELIVERIES" default:"5" desc:"deliveries of a failing message (failures of a run) before it is dead-lettered"`
 	// ClaimIdle is PYRULA_CLAIM_IDLE: the idle time after which a pending
 	// entry is reclaimed; it doubles with each delivery (capped at 32×).
 	ClaimIdle time.Duration `envconfig:"CLAIM_IDLE" default:"30s" desc:"idle time before a pending entry is reclaimed; doubles per delivery"`
@@ -67,6 +70,13 @@ type Config struct {
 	// IdempotencyTTL is PYRULA_IDEMPOTENCY_TTL: how long a message's reply
 	// is kept to answer duplicates.
 	IdempotencyTTL time.Duration `envconfig:"IDEMPOTENCY_TTL" default:"168h" desc:"how long a message id's reply is kept for duplicates"`
+	// MaintenanceInterval is PYRULA_MAINTENANCE_INTERVAL: how often a worker
+	// trims the message and runs streams of the entries every group acked,
+	// and deletes consumers idle past ConsumerExpiry with nothing pending.
+	MaintenanceInterval time.Duration `envconfig:"MAINTENANCE_INTERVAL" default:"1m" desc:"how often acked entries are trimmed from the streams and dead consumers deleted"`
+	// ConsumerExpiry is PYRULA_CONSUMER_EXPIRY: a consumer of the worker's
+	// groups idle this long with no pending entries is deleted.
+	ConsumerExpiry time.Duration `envconfig:"CONSUMER_EXPIRY" default:"24h" desc:"idle time after which a consumer without pending entries is deleted"`
 	// HTTPAddr is PYRULA_HTTP_ADDR: /healthz, /readyz and /metrics.
 	HTTPAddr string `envconfig:"HTTP_ADDR" default:":9090" desc:"listen address of /healthz, /readyz and /metrics"`
 	// LogLevel is PYRULA_LOG_LEVEL: debug, info, warn or error.
@@ -147,6 +157,12 @@ func (c Config) Defaults() (Config, error) {
 	if c.IdempotencyTTL == 0 {
 		c.IdempotencyTTL = 7 * 24 * time.Hour
 	}
+	if c.MaintenanceInterval == 0 {
+		c.MaintenanceInterval = time.Minute
+	}
+	if c.ConsumerExpiry == 0 {
+		c.ConsumerExpiry = 24 * time.Hour
+	}
 	if c.HTTPAddr == "" {
 		c.HTTPAddr = ":9090"
 	}
@@ -179,6 +195,7 @@ func (c Config) Validate() error {
 	}{
 		{"COMPLETED_TTL", c.CompletedTTL}, {"CLAIM_IDLE", c.ClaimIdle}, {"RUN_LEASE", c.RunLease},
 		{"SHUTDOWN_GRACE", c.ShutdownGrace}, {"IDEMPOTENCY_TTL", c.IdempotencyTTL},
+		{"MAINTENANCE_INTERVAL", c.MaintenanceInterval}, {"CONSUMER_EXPIRY", c.ConsumerExpiry},
 	}
 	for _, p := range positiveDurations {
 		if p.d <= 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/pyrula/caseworker/messages"
 )
@@ -35,36 +36,53 @@ type outcome struct {
 	replyTo string
 	// key and bodyHash, when key is set, are where and what to record.
 	key, bodyHash string
+	// replyJSON, when set, is reply encoded (by writeRecord, which needs
+	// it too), so that publish does not encode it again.
+	replyJSON []byte
 }
 
 // writeRecord writes the idempotency record of out (keeping the reply of a
 // record already there) and, when PYRULA_WAIT_REPLICAS is set, waits for the
-// replicas. WAIT covers only the writes of its own connection, so the record
-// and the WAIT go over one dedicated connection; replication is one ordered
-// stream, so the replicas then also hold every write made before the record
-// (the bundle's journal writes, the run's submission).
+// replicas. One SET NX GET both writes the record and, when another delivery
+// recorded first, returns that record. WAIT covers only the writes of its
+// own connection, so with WAIT the record and the WAIT go over one
+// dedicated connection; replication is one ordered stream, so the replicas
+// then also hold every write made before the record (the bundle's journal
+// writes, the run's submission). Without WAIT the SET goes through the
+// batcher.
 func (w *Worker) writeRecord(ctx context.Context, out *outcome) error {
-	rec, err := json.Marshal(record{BodyHash: out.bodyHash, Reply: out.reply})
+	reply, err := json.Marshal(out.reply)
 	if err != nil {
-		return err
+		return fmt.Errorf("encode the reply: %w", err)
 	}
-	write := func(c interface {
-		Do(context.Context, valkey.Completed) valkey.ValkeyResult
-	}) error {
-		set, err := c.Do(ctx, w.client.B().Set().Key(out.key).Value(string(rec)).Nx().Px(w.cfg.IdempotencyTTL).Build()).ToString()
+	out.replyJSON = reply
+	// The bytes json.Marshal(record{...}) gives (body_hash is hex), with
+	// the reply encoded once for the record and the reply stream.
+	rec := `{"body_hash":"` + out.bodyHash + `","reply":` + string(reply) + `}`
+	set := w.client.B().Set().Key(out.key).Value(rec).Nx().Get().Px(w.cfg.IdempotencyTTL).Build()
+	keep := func(res valkey.ValkeyResult) error {
+		prev, err := res.ToString()
 		if valkey.IsValkeyNil(err) {
-			prev, found, lerr := w.lookup(ctx, out.reply.MessageID)
-			if lerr != nil {
-				return lerr
-			}
-			if found && prev.BodyHash == out.bodyHash {
-				out.reply = prev.Reply
-			}
-		} else if err != nil || set != "OK" {
+			return nil // written
+		}
+		if err != nil {
 			return fmt.Errorf("write the idempotency record: %w", err)
 		}
-		if w.cfg.WaitReplicas <= 0 {
-			return nil
+		var r record
+		if err := json.Unmarshal([]byte(prev), &r); err != nil {
+			return fmt.Errorf("decode the idempotency record of %s: %w", out.reply.MessageID, err)
+		}
+		if r.BodyHash == out.bodyHash {
+			out.reply, out.replyJSON = r.Reply, nil
+		}
+		return nil
+	}
+	if w.cfg.WaitReplicas <= 0 {
+		return keep(w.batch.do(ctx, w.client, set))
+	}
+	return w.client.Dedicated(func(c valkey.DedicatedClient) error {
+		if err := keep(c.Do(ctx, set)); err != nil {
+			return err
 		}
 		n, err := c.Do(ctx, w.client.B().Wait().Numreplicas(int64(w.cfg.WaitReplicas)).Timeout(5000).Build()).AsInt64()
 		if err != nil {
@@ -74,11 +92,7 @@ func (w *Worker) writeRecord(ctx context.Context, out *outcome) error {
 			return fmt.Errorf("wait for replicas: %d of %d acknowledged", n, w.cfg.WaitReplicas)
 		}
 		return nil
-	}
-	if w.cfg.WaitReplicas <= 0 {
-		return write(w.client)
-	}
-	return w.client.Dedicated(func(c valkey.DedicatedClient) error { return write(c) })
+	})
 }
 
 // recordKey is the key of a message id's idempotency record.
@@ -95,17 +109,25 @@ func (w *Worker) errorKey(messageID string) string {
 // transient failure leaves the entry pending for the reclaim loop.
 func (w *Worker) handle(ctx context.Context, e valkey.XRangeEntry, deliveries int64) {
 	start := time.Now()
+	w.took(e, deliveries)
 	w.metrics.inFlight.Inc()
 	defer w.metrics.inFlight.Dec()
 	out, typ, err := w.decide(ctx, e)
-	log := w.log.With(zap.String("entry_id", e.ID), zap.String("message_id", out.reply.MessageID), zap.String("type", typ))
+	// The message's fields, passed to each line (cheaper than Logger.With
+	// on the path every message takes).
+	fields := []zap.Field{zap.String("entry_id", e.ID), zap.String("message_id", out.reply.MessageID), zap.String("type", typ)}
+	log := func(level zapcore.Level, msg string, more ...zap.Field) {
+		if ce := w.log.Check(level, msg); ce != nil {
+			ce.Write(append(fields, more...)...)
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
-			log.Info("handling interrupted by shutdown; the message stays pending")
+			log(zap.InfoLevel, "handling interrupted by shutdown; the message stays pending")
 			return
 		}
 		w.metrics.transient.WithLabelValues(typeLabel(typ)).Inc()
-		log.Warn("transient failure; the message stays pending", zap.Int64("deliveries", deliveries), zap.Error(err))
+		log(zap.WarnLevel, "transient failure; the message stays pending", zap.Int64("deliveries", deliveries), zap.Error(err))
 		if out.reply.MessageID != "" {
 			w.noteError(ctx, out.reply.MessageID, err)
 		}
@@ -113,16 +135,19 @@ func (w *Worker) handle(ctx context.Context, e valkey.XRangeEntry, deliveries in
 	}
 	if err := w.finish(ctx, e.ID, &out); err != nil {
 		w.metrics.transient.WithLabelValues(typeLabel(typ)).Inc()
-		log.Warn("reply or ack failed; the message stays pending", zap.Error(err))
+		log(zap.WarnLevel, "reply or ack failed; the message stays pending", zap.Int64("deliveries", deliveries), zap.Error(err))
+		if out.reply.MessageID != "" {
+			w.noteError(ctx, out.reply.MessageID, err) // for its dead letter
+		}
 		return
 	}
 	w.metrics.messages.WithLabelValues(typeLabel(typ), string(out.reply.Status)).Inc()
 	w.metrics.duration.WithLabelValues(typeLabel(typ)).Observe(time.Since(start).Seconds())
-	fields := []zap.Field{zap.String("status", string(out.reply.Status))}
 	if out.reply.Code != "" {
-		fields = append(fields, zap.String("code", string(out.reply.Code)))
+		log(zap.InfoLevel, "message answered", zap.String("status", string(out.reply.Status)), zap.String("code", string(out.reply.Code)))
+	} else {
+		log(zap.InfoLevel, "message answered", zap.String("status", string(out.reply.Status)))
 	}
-	log.Info("message answered", fields...)
 }
 
 // decide works out the reply for entry e (doing the work when needed). Its
@@ -169,11 +194,14 @@ func (w *Worker) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, str
 			return refuse(messages.InvalidOverrides, "message_id %s was already used with a different body", env.MessageID)
 		}
 		w.metrics.duplicates.Inc()
-		// finish goes through the record again (it is there, so it keeps
-		// this reply) so that PYRULA_WAIT_REPLICAS holds a duplicate's ack
-		// too: the first delivery may have failed in that WAIT.
 		out.reply = prev.Reply
-		out.key, out.bodyHash = w.recordKey(env.MessageID), bodyHash
+		// With PYRULA_WAIT_REPLICAS, finish goes through the record again
+		// (it is there, so it keeps this reply) so that WAIT holds a
+		// duplicate's ack too: the first delivery may have failed in that
+		// WAIT. Without it there is nothing to write: reply and ack.
+		if w.cfg.WaitReplicas > 0 {
+			out.key, out.bodyHash = w.recordKey(env.MessageID), bodyHash
+		}
 		return out, string(env.Type), nil
 	}
 	out.key, out.bodyHash = w.recordKey(env.MessageID), bodyHash
@@ -246,7 +274,7 @@ func hashBody(env messages.Envelope) (string, error) {
 
 // lookup reads a message id's idempotency record.
 func (w *Worker) lookup(ctx context.Context, messageID string) (record, bool, error) {
-	s, err := w.client.Do(ctx, w.client.B().Get().Key(w.recordKey(messageID)).Build()).ToString()
+	s, err := w.batch.do(ctx, w.client, w.client.B().Get().Key(w.recordKey(messageID)).Build()).ToString()
 	if valkey.IsValkeyNil(err) {
 		return record{}, false, nil
 	}
@@ -272,16 +300,33 @@ func (w *Worker) finish(ctx context.Context, entryID string, out *outcome) error
 			return err
 		}
 	}
-	raw, err := json.Marshal(out.reply)
-	if err != nil {
+	if err := w.publish(ctx, out); err != nil {
 		return err
 	}
-	if err := w.client.Do(ctx, w.client.B().Xadd().Key(out.replyTo).Id("*").FieldValue().FieldValue(messages.ReplyField, string(raw)).Build()).Error(); err != nil {
+	return w.ackEntry(ctx, entryID)
+}
+
+// publish XADDs out's reply to its reply stream.
+func (w *Worker) publish(ctx context.Context, out *outcome) error {
+	raw := out.replyJSON
+	if raw == nil {
+		var err error
+		if raw, err = json.Marshal(out.reply); err != nil {
+			return fmt.Errorf("encode the reply: %w", err)
+		}
+	}
+	if err := w.batch.do(ctx, w.client, w.client.B().Xadd().Key(out.replyTo).Id("*").FieldValue().FieldValue(messages.ReplyField, string(raw)).Build()).Error(); err != nil {
 		return fmt.Errorf("publish the reply to %s: %w", out.replyTo, err)
 	}
-	if err := w.client.Do(ctx, w.client.B().Xack().Key(w.cfg.CaseStream).Group(w.cfg.ConsumerGroup).Id(entryID).Build()).Error(); err != nil {
+	return nil
+}
+
+// ackEntry XACKs entry entryID of the message stream.
+func (w *Worker) ackEntry(ctx context.Context, entryID string) error {
+	if err := w.batch.ack(ctx, w.client, w.cfg.CaseStream, w.cfg.ConsumerGroup, entryID); err != nil {
 		return fmt.Errorf("ack %s: %w", entryID, err)
 	}
+	w.active.acked(entryID) // its slot is free again (consume.go)
 	w.healthy.Store(true)
 	return nil
 }
@@ -291,54 +336,73 @@ func (w *Worker) finish(ctx context.Context, entryID string, out *outcome) error
 func (w *Worker) noteError(ctx context.Context, messageID string, cause error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
-	err := w.client.Do(ctx, w.client.B().Set().Key(w.errorKey(messageID)).Value(cause.Error()).Px(w.cfg.IdempotencyTTL).Build()).Error()
+	err := w.batch.do(ctx, w.client, w.client.B().Set().Key(w.errorKey(messageID)).Value(cause.Error()).Px(w.cfg.IdempotencyTTL).Build()).Error()
 	if err != nil {
 		w.log.Warn("keep the last error", zap.String("message_id", messageID), zap.Error(err))
 	}
 }
 
-// deadLetter moves entry e, delivered deliveries times, to <stream>:dead
-// with its last error, replies error (recorded, so a resend gets the same
-// reply) and acks it.
+// deadLetter ends entry e, delivered deliveries times: it decides the
+// message's one reply, publishes it, adds the entry to <stream>:dead with
+// the last error (what the last failed delivery kept with noteError) and
+// acks it. The reply is an error reply naming that error, recorded so that
+// a resend gets it too; but when the message's work already succeeded and
+// its reply is recorded (its deliveries failed while publishing the reply,
+// acking, or waiting for replicas), that recorded reply is the reply, as
+// for every other duplicate: a message id never gets two different
+// replies. The dead letter's reply_status field says which was sent. The
+// reply goes out before the dead letter, so a reply that cannot be
+// published leaves the message pending without adding dead letters.
 func (w *Worker) deadLetter(ctx context.Context, e valkey.XRangeEntry, deliveries int64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
 	raw := e.FieldValues[messages.MessageField]
 	var env messages.Envelope
 	_ = json.Unmarshal([]byte(raw), &env) // it parsed when it failed; a garbled one still gets a dead letter
+	validID := checkMessageID(env.MessageID) == nil
 	lastErr := "unknown (the failure was not recorded)"
-	if checkMessageID(env.MessageID) == nil {
-		if s, err := w.client.Do(ctx, w.client.B().Get().Key(w.errorKey(env.MessageID)).Build()).ToString(); err == nil {
+	if validID {
+		if s, err := w.batch.do(ctx, w.client, w.client.B().Get().Key(w.errorKey(env.MessageID)).Build()).ToString(); err == nil {
 			lastErr = s
 		}
 	}
 	log := w.log.With(zap.String("entry_id", e.ID), zap.String("message_id", env.MessageID), zap.String("type", string(env.Type)))
 	dead := w.cfg.CaseStream + ":dead"
-	err := w.client.Do(ctx, w.client.B().Xadd().Key(dead).Id("*").FieldValue().
-		FieldValue(messages.MessageField, raw).FieldValue("error", lastErr).
-		FieldValue("deliveries", strconv.FormatInt(deliveries, 10)).FieldValue("entry_id", e.ID).Build()).Error()
-	if err != nil {
-		log.Warn("write the dead letter; the message stays pending", zap.Error(err))
-		return
-	}
 	out := outcome{replyTo: w.cfg.ReplyStream}
 	if env.ReplyTo != "" && env.ReplyTo != w.cfg.CaseStream {
 		out.replyTo = env.ReplyTo
 	}
 	out.reply = messages.Reply{MessageID: env.MessageID, Type: env.Type, Status: messages.StatusError, Code: messages.RuntimeError,
 		Message: fmt.Sprintf("dead-lettered to %s after %d deliveries; last error: %s", dead, deliveries, lastErr)}
-	if checkMessageID(env.MessageID) == nil {
-		if h, err := hashBody(env); err == nil {
-			out.key, out.bodyHash = w.recordKey(env.MessageID), h
-		}
-	} else {
+	if !validID {
 		out.reply.EntryID = e.ID
+	} else if h, err := hashBody(env); err == nil {
+		// Record first: this decides the reply (a recorded one wins).
+		out.key, out.bodyHash = w.recordKey(env.MessageID), h
+		if err := w.writeRecord(ctx, &out); err != nil {
+			log.Warn("record the reply of a dead letter; the message stays pending", zap.Error(err))
+			return
+		}
+		out.key = ""
 	}
-	if err := w.finish(ctx, e.ID, &out); err != nil {
+	if err := w.publish(ctx, &out); err != nil {
 		log.Warn("reply to a dead letter; the message stays pending", zap.Error(err))
+		return
+	}
+	err := w.batch.do(ctx, w.client, w.client.B().Xadd().Key(dead).Id("*").FieldValue().
+		FieldValue(messages.MessageField, raw).FieldValue("error", lastErr).
+		FieldValue("deliveries", strconv.FormatInt(deliveries, 10)).FieldValue("entry_id", e.ID).
+		FieldValue("reply_status", string(out.reply.Status)).Build()).Error()
+	if err != nil {
+		log.Warn("write the dead letter; the message stays pending", zap.Error(err))
+		return
+	}
+	if err := w.ackEntry(ctx, e.ID); err != nil {
+		log.Warn("ack a dead letter; the message stays pending", zap.Error(err))
 		return
 	}
 	w.metrics.deadLetters.Inc()
 	w.metrics.messages.WithLabelValues(typeLabel(string(env.Type)), string(out.reply.Status)).Inc()
-	log.Warn("message dead-lettered", zap.String("code", string(messages.RuntimeError)), zap.Int64("deliveries", deliveries))
+	log.Warn("message dead-lettered", zap.String("code", string(messages.RuntimeError)), zap.Int64("deliveries", deliveries),
+		zap.String("reply_status", string(out.reply.Status)))
 }

@@ -1,9 +1,14 @@
 package worker
 
 import (
+	"encoding/json"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valkey-io/valkey-go"
 
 	"github.com/pyrula/caseworker/internal/version"
+	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/replay"
 )
 
 // metrics are the worker's Prometheus metrics, registered on the
@@ -18,6 +23,18 @@ type metrics struct {
 	duplicates   prometheus.Counter
 	runsInFlight prometheus.Gauge
 	runs         *prometheus.CounterVec
+
+	// received counts stream entries at their first delivery (see took).
+	received *prometheus.CounterVec
+	// caseCalls and liveCost are fed from case runs' outcomes.
+	caseCalls *prometheus.CounterVec
+	liveCost  prometheus.Counter
+	// storeDuration, storeErrors and bundleBytes are fed by meteredStore.
+	storeDuration *prometheus.HistogramVec
+	storeErrors   *prometheus.CounterVec
+	bundleBytes   *prometheus.HistogramVec
+	// streams reads the streams' pending entries and lag at scrape time.
+	streams *streamStats
 }
 
 // newMetrics creates the metrics and registers them on reg (none when reg
@@ -61,6 +78,39 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "pyrula_worker_runs_total",
 			Help: "Runs that ended (finished or suspended) on this worker, by kind (live or case), status and reason code.",
 		}, []string{"kind", "status", "code"}),
+		received: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pyrula_worker_messages_received_total",
+			Help: "Message stream entries taken for handling, counted once per entry at its first delivery (redeliveries are pyrula_worker_redeliveries_total), by type.",
+		}, []string{"type"}),
+		caseCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pyrula_worker_case_calls_total",
+			Help: "Calls of case runs by provenance: reused, simulated, live or changed for the calls after the fork (as the case outcome reports them), prefix for the recorded prefix calls verified.",
+		}, []string{"provenance"}),
+		liveCost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pyrula_worker_live_cost_usd_total",
+			Help: "Spend of the live model calls of case runs, in US dollars, as the case outcomes report it (cost_usd).",
+		}),
+		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "pyrula_worker_store_operation_duration_seconds",
+			Help:    "Duration of fixture store operations, by backend (URL scheme) and operation.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}, []string{"backend", "op"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pyrula_worker_store_errors_total",
+			Help: "Fixture store operations that failed (an absent bundle and a cancelled call are not failures), by backend and operation.",
+		}, []string{"backend", "op"}),
+		bundleBytes: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "pyrula_worker_bundle_bytes",
+			Help:    "Stored (compressed) size of the bundles written (op=put) and read to the end (op=open) by this worker.",
+			Buckets: prometheus.ExponentialBuckets(1024, 4, 11),
+		}, []string{"op"}),
+		streams: newStreamStats(),
+	}
+	for _, p := range []string{replay.ProvReused, replay.ProvSimulated, replay.ProvLive, replay.ProvChanged, provPrefix} {
+		m.caseCalls.WithLabelValues(p)
+	}
+	for _, t := range []string{"save_case", "run_case", "delete_case_bundle", "start_run", "unknown"} {
+		m.received.WithLabelValues(t)
 	}
 	if reg == nil {
 		return m, nil
@@ -71,7 +121,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		ConstLabels: prometheus.Labels{"version": version.Version},
 	})
 	buildInfo.Set(1)
-	for _, c := range []prometheus.Collector{m.messages, m.duration, m.inFlight, m.redeliveries, m.transient, m.deadLetters, m.duplicates, m.runsInFlight, m.runs, buildInfo} {
+	for _, c := range []prometheus.Collector{m.messages, m.duration, m.inFlight, m.redeliveries, m.transient, m.deadLetters, m.duplicates, m.runsInFlight, m.runs,
+		m.received, m.caseCalls, m.liveCost, m.storeDuration, m.storeErrors, m.bundleBytes, m.streams, m.streams.errors, buildInfo} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -86,4 +137,73 @@ func typeLabel(t string) string {
 		return t
 	}
 	return "unknown"
+}
+
+// took counts entry e, taken for handling with deliveries its delivery
+// count (1 only on its first delivery, an XREADGROUP of new entries; more
+// for reclaims and re-reads of the consumer's own pending entries, which
+// Valkey counts as deliveries too; 0 when unknown):
+// pyrula_worker_messages_received_total counts every entry once, at its
+// first delivery, so that at rest (nothing pending) the answered messages
+// add up to the received ones.
+func (w *Worker) took(e valkey.XRangeEntry, deliveries int64) {
+	if deliveries == 1 {
+		w.metrics.received.WithLabelValues(w.entryTypeLabel(e)).Inc()
+	}
+}
+
+// entryTypeLabel is the type label entry e's outcome will be counted under
+// by handle: "unknown" for an entry that decide refuses before it reads the
+// type (no message field, too large, not a JSON envelope, reply_to the
+// message stream, unusable message_id), else typeLabel of its type. It
+// mirrors the order of decide's checks so that received and answered
+// messages add up by type too.
+func (w *Worker) entryTypeLabel(e valkey.XRangeEntry) string {
+	raw, ok := e.FieldValues[messages.MessageField]
+	if !ok || len(raw) > w.cfg.MaxMessageBytes {
+		return "unknown"
+	}
+	env, res := peekEnvelope(raw)
+	if res == peekUnsure {
+		// What the scan does not decide alone, encoding/json does, as
+		// decide decodes the envelope.
+		var full struct {
+			MessageID string `json:"message_id"`
+			Type      string `json:"type"`
+			ReplyTo   string `json:"reply_to"`
+		}
+		res = peekInvalid
+		if json.Unmarshal([]byte(raw), &full) == nil {
+			env, res = peeked(full), peekOK
+		}
+	}
+	if res != peekOK || env.ReplyTo == w.cfg.CaseStream || checkMessageID(env.MessageID) != nil {
+		return "unknown"
+	}
+	return typeLabel(env.Type)
+}
+
+// provPrefix is the provenance label of the recorded prefix calls a case
+// run verified (the outcome's prefix_calls).
+const provPrefix = "prefix"
+
+// caseOutcome counts the calls and the live spend of a case run's outcome.
+func (m *metrics) caseOutcome(o replay.Outcome) {
+	for prov, n := range o.Provenance {
+		if n <= 0 {
+			continue
+		}
+		switch prov {
+		case replay.ProvReused, replay.ProvSimulated, replay.ProvLive, replay.ProvChanged:
+		default:
+			prov = "other"
+		}
+		m.caseCalls.WithLabelValues(prov).Add(float64(n))
+	}
+	if o.PrefixCalls > 0 {
+		m.caseCalls.WithLabelValues(provPrefix).Add(float64(o.PrefixCalls))
+	}
+	if o.CostUSD > 0 {
+		m.liveCost.Add(o.CostUSD)
+	}
 }

@@ -62,7 +62,7 @@ func (x *executor) runCase(ctx context.Context, meta journal.Meta, request json.
 		return stop(code, msg, string(cb.Hash()))
 	}
 	rep, err := replay.Run(ctx, replay.Params{
-		Bundle: bd, FixtureHash: string(cb.Hash()), Target: b.TargetName, RunID: meta.RunID,
+		Bundle: bd, Canonical: true, FixtureHash: string(cb.Hash()), Target: b.TargetName, RunID: meta.RunID,
 		Registry: x.w.reg, Log: x.log, Options: opts,
 	})
 	if me := messages.AsError(err); me != nil {
@@ -75,6 +75,7 @@ func (x *executor) runCase(ctx context.Context, meta journal.Meta, request json.
 		return flow.Outcome{}, err
 	}
 	o := rep.Outcome
+	x.w.metrics.caseOutcome(o)
 	return flow.Outcome{RunID: meta.RunID, Status: o.Status, Code: messages.Code(o.Code), Message: o.Message, LastSeq: o.LastSeq}, nil
 }
 

@@ -32,6 +32,11 @@ type executor struct {
 	owner  string
 	slots  chan struct{}
 	active inflight
+	parked inflight // entries left pending here, each keeping its slot
+	// running holds the runs executing here: the lease owner is this
+	// process, so the lease cannot keep a second runs entry of the same
+	// run (a redelivered submission adds one) from executing it at once.
+	running inflight
 }
 
 // newExecutor returns the executor of w, with a lease owner unique to this
@@ -73,19 +78,60 @@ func (x *executor) tryAcquire() bool {
 	}
 }
 
-func (x *executor) acquire(ctx context.Context) bool {
-	select {
-	case x.slots <- struct{}{}:
-		return true
-	case <-ctx.Done():
-		return false
+func (x *executor) release() { <-x.slots }
+
+// acquireOrRetry takes one slot, waiting until one is free or ctx is done.
+// Every `every` without a free slot it checks the parked entries, which
+// hold the slots: those gone to another worker free theirs (reconcile), and
+// those idle at least runIdle are claimed again and executed with their own
+// slot (retryParked). Without this, with every slot parked, the read loop
+// would never reach its reclaim pass again; taking a parked entry's slot
+// instead would let the consumer hold more pending entries than slots.
+func (x *executor) acquireOrRetry(ctx, work context.Context, every time.Duration) bool {
+	for {
+		t := time.NewTimer(every)
+		select {
+		case x.slots <- struct{}{}:
+			t.Stop()
+			return true
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+			if err := x.reconcile(ctx); err != nil && ctx.Err() == nil {
+				x.w.log.Warn("check parked runs entries", zap.Error(err))
+			}
+			if err := x.retryParked(ctx, work); err != nil && ctx.Err() == nil {
+				x.w.log.Warn("retry parked runs entries", zap.Error(err))
+			}
+		}
 	}
 }
 
-func (x *executor) release() { <-x.slots }
+// retryParked XCLAIMs again each parked entry idle at least runIdle and
+// executes it with the slot it holds.
+func (x *executor) retryParked(ctx, work context.Context) error {
+	c := x.w.client
+	for _, id := range x.parked.list() {
+		entries, err := c.Do(ctx, c.B().Xclaim().Key(x.w.runsStream()).Group(runsGroup).Consumer(x.w.cfg.ConsumerName).
+			MinIdleTime(strconv.FormatInt(x.runIdle().Milliseconds(), 10)).Id(id).Build()).AsXRange()
+		if err != nil {
+			return fmt.Errorf("XCLAIM %s %s: %w", x.w.runsStream(), id, err)
+		}
+		if len(entries) == 0 || len(entries[0].FieldValues) == 0 || !x.parked.remove(id) {
+			continue // not idle long enough yet, or gone (reconcile frees it)
+		}
+		x.w.metrics.redeliveries.Inc()
+		x.dispatch(work, entries[0])
+	}
+	return nil
+}
 
-// dispatch executes entry e in a goroutine holding one slot, which it
-// releases; an entry already executing here is skipped.
+// dispatch executes entry e in a goroutine holding one slot; an entry
+// already executing here is skipped. The slot is released once the entry is
+// acked; an entry left pending (a transient failure, a lease held elsewhere)
+// is parked with its slot until it is reclaimed, here or by another worker,
+// so that this consumer never holds more runs entries than RunConcurrency.
 func (x *executor) dispatch(work context.Context, e valkey.XRangeEntry) {
 	if !x.active.add(e.ID) {
 		x.release()
@@ -94,9 +140,13 @@ func (x *executor) dispatch(work context.Context, e valkey.XRangeEntry) {
 	x.w.handlers.Add(1)
 	go func() {
 		defer x.w.handlers.Done()
-		defer x.release()
-		defer x.active.remove(e.ID)
-		x.execute(work, e)
+		if x.execute(work, e) || work.Err() != nil {
+			x.active.remove(e.ID)
+			x.release()
+			return
+		}
+		x.parked.add(e.ID) // before leaving active, so reclaim never sees neither
+		x.active.remove(e.ID)
 	}()
 }
 
@@ -115,6 +165,7 @@ func (x *executor) readLoop(ctx, work context.Context) {
 		wait = min(wait*2, maxRetryWait)
 		return ok
 	}
+	every := min(max(x.runIdle()/4, 10*time.Millisecond), 5*time.Second)
 	last := "0"
 	for ctx.Err() == nil {
 		entries, err := x.read(ctx, last, x.w.cfg.RunConcurrency, 0)
@@ -129,16 +180,15 @@ func (x *executor) readLoop(ctx, work context.Context) {
 		}
 		for _, e := range entries {
 			last = e.ID
-			if !x.acquire(ctx) {
+			if !x.acquireOrRetry(ctx, work, every) {
 				return
 			}
 			x.dispatch(work, e)
 		}
 	}
-	every := min(max(x.runIdle()/4, 10*time.Millisecond), 5*time.Second)
 	lastClaim := time.Now()
 	for ctx.Err() == nil {
-		if !x.acquire(ctx) {
+		if !x.acquireOrRetry(ctx, work, every) {
 			return
 		}
 		n := 1
@@ -149,6 +199,9 @@ func (x *executor) readLoop(ctx, work context.Context) {
 		// blocking read never starves it of slots.
 		if time.Since(lastClaim) >= every {
 			lastClaim = time.Now()
+			if err := x.reconcile(ctx); err != nil && ctx.Err() == nil {
+				x.w.log.Warn("check parked runs entries", zap.Error(err))
+			}
 			entries, err := x.reclaim(ctx, n)
 			if err != nil && ctx.Err() == nil {
 				x.w.log.Warn("reclaim runs entries", zap.Error(err))
@@ -162,7 +215,7 @@ func (x *executor) readLoop(ctx, work context.Context) {
 			if len(entries) > 0 {
 				continue
 			}
-			if !x.acquire(ctx) {
+			if !x.acquireOrRetry(ctx, work, every) {
 				return
 			}
 			n = 1
@@ -228,6 +281,9 @@ func (x *executor) reclaim(ctx context.Context, n int) ([]valkey.XRangeEntry, er
 	}
 	var out []valkey.XRangeEntry
 	for _, e := range claimed {
+		if x.parked.remove(e.ID) {
+			x.release() // it is dispatched again with one of the n slots
+		}
 		if len(e.FieldValues) == 0 || x.active.has(e.ID) {
 			continue
 		}
@@ -238,15 +294,42 @@ func (x *executor) reclaim(ctx context.Context, n int) ([]valkey.XRangeEntry, er
 	return out, nil
 }
 
-// ack acks runs entry id (best effort: an entry left pending is reclaimed,
-// finds its run finished and is acked then).
-func (x *executor) ack(ctx context.Context, id string) {
+// reconcile releases the slots of parked runs entries that are no longer
+// pending to this consumer: another worker reclaimed them, or they were
+// deleted.
+func (x *executor) reconcile(ctx context.Context) error {
+	ids := x.parked.list()
+	if len(ids) == 0 {
+		return nil
+	}
+	c := x.w.client
+	cmds := make(valkey.Commands, len(ids))
+	for i, id := range ids {
+		cmds[i] = c.B().Xpending().Key(x.w.runsStream()).Group(runsGroup).Start(id).End(id).Count(1).Build()
+	}
+	for i, r := range c.DoMulti(ctx, cmds...) {
+		rows, err := r.ToArray()
+		if err != nil {
+			return fmt.Errorf("XPENDING %s %s: %w", x.w.runsStream(), ids[i], err)
+		}
+		if pendingOwner(rows) != x.w.cfg.ConsumerName && x.parked.remove(ids[i]) {
+			x.release()
+		}
+	}
+	return nil
+}
+
+// ack acks runs entry id and reports whether it did (best effort: an entry
+// left pending is reclaimed, finds its run finished and is acked then).
+func (x *executor) ack(ctx context.Context, id string) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
 	c := x.w.client
 	if err := c.Do(ctx, c.B().Xack().Key(x.w.runsStream()).Group(runsGroup).Id(id).Build()).Error(); err != nil {
 		x.w.log.Warn("ack a runs entry", zap.String("entry_id", id), zap.Error(err))
+		return false
 	}
+	return true
 }
 
 // touch resets the idle time of runs entry id (XCLAIM to this consumer),
@@ -261,37 +344,41 @@ func (x *executor) touch(ctx context.Context, id string) error {
 var errLeaseLost = errors.New("worker: the run's lease was lost")
 
 // execute executes the run of runs entry e under its lease, and acks the
-// entry once the run finished or was suspended. A run leased by another
-// live worker, a transient failure, or a shutdown leaves it pending.
-func (x *executor) execute(ctx context.Context, e valkey.XRangeEntry) {
+// entry once the run finished or was suspended; it reports whether the entry
+// was acked. A run leased by another live worker, a transient failure, or a
+// shutdown leaves it pending; a run that failed transiently MaxDeliveries
+// times is dead-lettered instead (deadLetter).
+func (x *executor) execute(ctx context.Context, e valkey.XRangeEntry) bool {
 	runID := e.FieldValues[runField]
 	log := x.w.log.With(zap.String("entry_id", e.ID), zap.String("run_id", runID))
 	if journal.CheckRunID(runID) != nil {
 		log.Warn("runs entry without a valid run id; acked")
-		x.ack(ctx, e.ID)
-		return
+		return x.ack(ctx, e.ID)
 	}
+	if !x.running.add(runID) {
+		log.Debug("the run is executing here under another runs entry; left pending")
+		return false
+	}
+	defer x.running.remove(runID)
 	lease, err := x.w.journal.Acquire(ctx, journal.AcquireParams{RunID: runID, Owner: x.owner, TTL: x.w.cfg.RunLease})
 	switch {
 	case errors.Is(err, journal.ErrRunFinished):
-		x.ack(ctx, e.ID)
-		return
+		return x.ack(ctx, e.ID)
 	case errors.Is(err, journal.ErrRunNotFound):
 		log.Warn("runs entry of a run that is not in the journal; acked")
-		x.ack(ctx, e.ID)
-		return
+		return x.ack(ctx, e.ID)
 	case errors.Is(err, journal.ErrLeaseHeld):
 		log.Debug("the run is leased by another worker; left pending")
-		return
+		return false
 	case err != nil:
 		if ctx.Err() == nil {
 			log.Warn("acquire the run's lease; left pending", zap.Error(err))
 		}
-		return
+		return false
 	}
 	if err := x.log.Adopt(lease); err != nil {
 		log.Error("adopt the run's lease", zap.Error(err))
-		return
+		return false
 	}
 	x.w.metrics.runsInFlight.Inc()
 	defer x.w.metrics.runsInFlight.Dec()
@@ -306,24 +393,101 @@ func (x *executor) execute(ctx context.Context, e valkey.XRangeEntry) {
 	switch {
 	case err == nil:
 		log.Info("run ended", zap.String("status", string(status)))
-		x.ack(ctx, e.ID)
+		return x.ack(ctx, e.ID)
 	case errors.Is(context.Cause(runCtx), errLeaseLost) || errors.Is(err, journal.ErrLeaseLost):
 		log.Warn("the run's lease was lost; another worker has it", zap.Error(err))
-	default:
-		// Shutdown or a transient failure: hand the run back so that any
-		// worker resumes it when it reclaims the entry.
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-		defer rcancel()
-		if rerr := x.log.Release(rctx, runID, journal.StatusRunning); rerr != nil {
-			log.Warn("release the run's lease", zap.Error(rerr))
+		return false
+	}
+	if ctx.Err() == nil {
+		x.w.metrics.transient.WithLabelValues("run").Inc()
+		failures, ferr := x.noteFailure(ctx, runID, err)
+		if ferr != nil {
+			log.Warn("count the run's failure", zap.Error(ferr))
 		}
-		if ctx.Err() != nil {
-			log.Info("run interrupted by shutdown; handed back", zap.Error(err))
-		} else {
-			x.w.metrics.transient.WithLabelValues("run").Inc()
-			log.Warn("run failed transiently; handed back and left pending", zap.Error(err))
+		if failures >= int64(x.w.cfg.MaxDeliveries) {
+			if x.deadLetter(ctx, e.ID, runID, failures, err, log) {
+				return true
+			}
 		}
 	}
+	// Shutdown or a transient failure: hand the run back so that any
+	// worker resumes it when it reclaims the entry.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer rcancel()
+	if rerr := x.log.Release(rctx, runID, journal.StatusRunning); rerr != nil {
+		log.Warn("release the run's lease", zap.Error(rerr))
+	}
+	if ctx.Err() != nil {
+		log.Info("run interrupted by shutdown; handed back", zap.Error(err))
+	} else {
+		log.Warn("run failed transiently; handed back and left pending", zap.Error(err))
+	}
+	return false
+}
+
+// failuresKey is the hash counting a run's transient failures (field n) and
+// keeping the last one's error (field error), under the run's hash tag.
+func (x *executor) failuresKey(runID string) string {
+	return x.w.cfg.Namespace + ":{" + runID + "}:failures"
+}
+
+// noteFailure counts a transient failure of run runID and keeps its error
+// (for PYRULA_IDEMPOTENCY_TTL); it returns the failures counted so far.
+func (x *executor) noteFailure(ctx context.Context, runID string, cause error) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	c, key := x.w.client, x.failuresKey(runID)
+	res := c.DoMulti(ctx,
+		c.B().Hincrby().Key(key).Field("n").Increment(1).Build(),
+		c.B().Hset().Key(key).FieldValue().FieldValue("error", cause.Error()).Build(),
+		c.B().Pexpire().Key(key).Milliseconds(x.w.cfg.IdempotencyTTL.Milliseconds()).Build())
+	n, err := res[0].AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("HINCRBY %s: %w", key, err)
+	}
+	return n, nil
+}
+
+// deadLetter ends run runID, which failed transiently failures times (the
+// last with cause) while this worker holds its lease: it XADDs the runs
+// entry to <ns>:runs:dead (fields run_id, entry_id, error, failures), ends
+// the run with run:error runtime_error (after a case:outcome line for a
+// case run), and acks the entry. It reports whether the entry was acked;
+// when a step fails the run is left to be retried.
+func (x *executor) deadLetter(ctx context.Context, entryID, runID string, failures int64, cause error, log *zap.Logger) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	c := x.w.client
+	dead := x.w.runsStream() + ":dead"
+	err := c.Do(ctx, c.B().Xadd().Key(dead).Id("*").FieldValue().FieldValue(runField, runID).
+		FieldValue("entry_id", entryID).FieldValue("error", cause.Error()).
+		FieldValue("failures", strconv.FormatInt(failures, 10)).Build()).Error()
+	if err != nil {
+		log.Warn("write the run's dead letter", zap.Error(err))
+		return false
+	}
+	meta, err := x.w.journal.Meta(ctx, runID)
+	if err != nil {
+		log.Warn("read the dead-lettered run", zap.Error(err))
+		return false
+	}
+	var outcome map[string]any
+	msg := fmt.Sprintf("dead-lettered to %s after %d transient failures; last error: %v", dead, failures, cause)
+	if sub, err := x.w.submitted(ctx, runID); err == nil {
+		var typ string
+		_ = json.Unmarshal(sub.Fields[fieldMessageType], &typ)
+		if messages.MessageType(typ) == messages.RunCase {
+			outcome = map[string]any{"type": "outcome", "run_id": runID, "target": meta.TargetName,
+				"status": flow.StatusError, "code": messages.RuntimeError, "message": msg}
+		}
+	}
+	if _, err := x.fail(ctx, meta, messages.RuntimeError, msg, outcome); err != nil {
+		log.Warn("end the dead-lettered run", zap.Error(err))
+		return false
+	}
+	x.w.metrics.deadLetters.Inc()
+	log.Warn("run dead-lettered", zap.String("code", string(messages.RuntimeError)), zap.Int64("failures", failures))
+	return x.ack(ctx, entryID)
 }
 
 // keepAlive renews the run's lease and touches its runs entry every third

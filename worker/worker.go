@@ -56,8 +56,11 @@ type Worker struct {
 	givenStore  store.Store
 	givenClient valkey.Client
 
+	batch  batcher       // groups the per-message Valkey commands (batch.go)
+	spawn  spawner       // runs handlers on reused goroutines (spawn.go)
 	slots  chan struct{} // one token per message in flight
 	active inflight      // entry ids in flight
+	parked inflight      // entry ids left pending here after a failure, each keeping a slot
 	exec   *executor     // executes the runs stream
 
 	mu       sync.Mutex
@@ -65,7 +68,7 @@ type Worker struct {
 	stopping bool
 	cancel   context.CancelFunc // stops reading
 	hard     context.CancelFunc // cancels in-flight work
-	loops    sync.WaitGroup     // the read and reclaim loops
+	loops    sync.WaitGroup     // the read, reclaim and maintenance loops
 	handlers sync.WaitGroup     // in-flight handlers
 	stopOnce sync.Once
 	stopped  chan struct{}
@@ -133,12 +136,14 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		return err
 	}
 	w.healthy.Store(true)
+	w.instrument()
 	readCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	workCtx, hard := context.WithCancel(context.WithoutCancel(ctx))
 	w.cancel, w.hard = cancel, hard
 	w.started = true
-	w.loops.Add(3)
+	w.loops.Add(4)
 	go func() { defer w.loops.Done(); w.readLoop(readCtx, workCtx) }()
+	go func() { defer w.loops.Done(); w.maintainLoop(readCtx) }()
 	go func() { defer w.loops.Done(); w.reclaimLoop(readCtx, workCtx) }()
 	go func() { defer w.loops.Done(); w.exec.readLoop(readCtx, workCtx) }()
 	w.log.Info("worker started",
@@ -267,6 +272,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 
 // closeResources closes what the worker opened itself. Called with mu held.
 func (w *Worker) closeResources() {
+	w.metrics.streams.detach()
 	if w.ownStore && w.store != nil {
 		if err := w.store.Close(); err != nil {
 			w.log.Warn("close the fixture store", zap.Error(err))

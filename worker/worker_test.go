@@ -48,6 +48,13 @@ func setup(t *testing.T, st store.Store, mod func(*worker.Config)) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
+	return setupWith(t, c, st, mod)
+}
+
+// setupWith is setup on a given server connection (real Valkey, or the
+// embedded server of conformance_test.go).
+func setupWith(t *testing.T, c valkey.Client, st store.Store, mod func(*worker.Config)) *env {
+	t.Helper()
 	ns := testenv.UniqueName(t, "wk")
 	t.Cleanup(func() {
 		ctx := context.Background()

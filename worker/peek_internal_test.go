@@ -1,0 +1,136 @@
+package worker
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/pyrula/caseworker/messages"
+)
+
+// decodeEnvelope is what decide does with an entry's message.
+func decodeEnvelope(raw string) (peeked, bool) {
+	var env messages.Envelope
+	if err := json.Unmarshal([]byte(raw), &env); err != nil {
+		return peeked{}, false
+	}
+	return peeked{MessageID: env.MessageID, Type: string(env.Type), ReplyTo: env.ReplyTo}, true
+}
+
+// checkPeek fails when peekEnvelope claims a result encoding/json does
+// not give.
+func checkPeek(t *testing.T, raw string) int {
+	t.Helper()
+	got, res := peekEnvelope(raw)
+	want, ok := decodeEnvelope(raw)
+	switch res {
+	case peekOK:
+		if !ok || got != want {
+			t.Fatalf("peek %q = %+v OK; encoding/json: %+v, %v", raw, got, want, ok)
+		}
+	case peekInvalid:
+		if ok {
+			t.Fatalf("peek %q = invalid; encoding/json decodes %+v", raw, want)
+		}
+	case peekUnsure:
+	default:
+		t.Fatalf("peek %q = result %d", raw, res)
+	}
+	return res
+}
+
+var peekCases = []struct {
+	raw  string
+	want int
+}{
+	{`{"message_id":"m1","type":"delete_case_bundle","body":{"fixture_hash":"00"}}`, peekOK},
+	{` {"body":[1,2.5e-3,-0,true,false,null,"x\"\\\/\b\f\n\r\t\u00e9",{}], "type":"save_case","message_id":"m2","reply_to":"r"} `, peekOK},
+	{`{"type":"a","type":"b","message_id":"m","type":null}`, peekOK},
+	{`{}`, peekOK},
+	{`null`, peekOK},
+	{`{"message_id":"é"}`, peekOK},
+	{`{"bodé":1}`, peekUnsure},
+	{`{"Type":"save_case"}`, peekUnsure},
+	{`{"typ\u0065":"save_case"}`, peekUnsure},
+	{`{"type":"save\u005fcase"}`, peekUnsure},
+	{"{\"type\":\"\xff\"}", peekUnsure},
+	{`{"type":5}`, peekInvalid},
+	{`{"type":{"a":1},"message_id":"m"}`, peekInvalid},
+	{`[1]`, peekInvalid},
+	{`"x"`, peekInvalid},
+	{`not json`, peekInvalid},
+	{``, peekInvalid},
+	{`{"type":"a",}`, peekInvalid},
+	{`{"type":"a"} x`, peekInvalid},
+	{`{"body":01}`, peekInvalid},
+	{`{"body":1.}`, peekInvalid},
+	{`{"body":"a` + "\n" + `"}`, peekInvalid},
+	{`{"body":"\x"}`, peekInvalid},
+	{`{"body":tru}`, peekInvalid},
+	{`{"type":"a"`, peekInvalid},
+	{strings.Repeat("[", 1000) + strings.Repeat("]", 1000), peekInvalid},
+	{`{"body":` + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + `}`, peekOK},
+	{`{"body":` + strings.Repeat("[", 1001) + strings.Repeat("]", 1001) + `}`, peekUnsure},
+	{`{"body":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`, peekUnsure},
+}
+
+func TestPeekEnvelope(t *testing.T) {
+	for _, c := range peekCases {
+		if res := checkPeek(t, c.raw); res != c.want {
+			t.Errorf("peek %.60q = %d, want %d", c.raw, res, c.want)
+		}
+	}
+}
+
+// FuzzPeekEnvelope: whatever the input, the scan never claims a result
+// that encoding/json (decide) does not give.
+func FuzzPeekEnvelope(f *testing.F) {
+	for _, c := range peekCases {
+		if len(c.raw) < 1000 {
+			f.Add(c.raw)
+		}
+	}
+	f.Fuzz(func(t *testing.T, raw string) { checkPeek(t, raw) })
+}
+
+// BenchmarkTook is the cost that counting a received message adds to its
+// handling: the scan of a typical message and the counter.
+func BenchmarkTook(b *testing.B) {
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := &Worker{metrics: m, cfg: Config{MaxMessageBytes: 1 << 20, CaseStream: "pyrula:case-messages"}}
+	e := valkey.XRangeEntry{ID: "1-0", FieldValues: map[string]string{messages.MessageField: `{"message_id":"bench-000123","type":"delete_case_bundle","body":{"fixture_hash":"` + strings.Repeat("0", 64) + `"}}`}}
+	b.ReportAllocs()
+	for b.Loop() {
+		w.took(e, 1)
+	}
+}
+
+// BenchmarkTookJSON is BenchmarkTook's anchor: the same count with the
+// envelope decoded by encoding/json instead of the scan.
+func BenchmarkTookJSON(b *testing.B) {
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	caseStream := "pyrula:case-messages"
+	raw := `{"message_id":"bench-000123","type":"delete_case_bundle","body":{"fixture_hash":"` + strings.Repeat("0", 64) + `"}}`
+	b.ReportAllocs()
+	for b.Loop() {
+		var env struct {
+			MessageID string `json:"message_id"`
+			Type      string `json:"type"`
+			ReplyTo   string `json:"reply_to"`
+		}
+		label := "unknown"
+		if json.Unmarshal([]byte(raw), &env) == nil && env.ReplyTo != caseStream && checkMessageID(env.MessageID) == nil {
+			label = typeLabel(env.Type)
+		}
+		m.received.WithLabelValues(label).Inc()
+	}
+}
