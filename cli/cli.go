@@ -168,7 +168,7 @@ error (one "error:" line on stderr).`,
 		},
 	}
 	root.SetFlagErrorFunc(flagError)
-	root.AddCommand(a.caseCmd(), a.runCmd(), a.targetsCmd(), a.eventsCmd(), a.dbCmd())
+	root.AddCommand(a.caseCmd(), a.runCmd(), a.targetsCmd(), a.eventsCmd(), a.dbCmd(), a.enqueueCmd())
 	return root
 }
 

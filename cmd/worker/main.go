@@ -1,5 +1,6 @@
 // Command worker is the case worker daemon: `worker serve` (the default)
-// consumes the message stream (package worker), `worker db migrate` applies
+// consumes the message stream (package worker), `worker demo` runs the whole
+// flow on an embedded in-memory server (demo.go), `worker db migrate` applies
 // the archive's migrations, `worker version` prints the version and
 // `worker --help` lists every PYRULA_ variable with its default. It is thin:
 // main builds a signal context and calls run.
@@ -58,6 +59,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return errors.New("usage: worker db migrate")
 		}
 		return migrate(ctx, stdout)
+	case "demo":
+		return demo(ctx, args[1:], stdout, stderr)
 	case "serve":
 		if len(args) > 1 {
 			return errors.New("usage: worker [serve]")
@@ -69,9 +72,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func usage(w io.Writer) error {
-	fmt.Fprint(w, `Usage: worker [serve | db migrate | version | --help]
+	fmt.Fprint(w, `Usage: worker [serve | demo [--store DIR] | db migrate | version | --help]
 
   serve       consume the message stream (the default)
+  demo        the whole flow on an embedded in-memory server: no Valkey needed
   db migrate  apply the archive schema's migrations to PYRULA_POSTGRES_DSN
   version     print the version
 

@@ -1,0 +1,219 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valkey-io/valkey-go"
+	"go.uber.org/zap"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/examples"
+	"github.com/pyrula/caseworker/internal/testenv"
+	"github.com/pyrula/caseworker/store"
+	"github.com/pyrula/caseworker/store/memstore"
+	"github.com/pyrula/caseworker/worker"
+)
+
+// workerEnv is a worker running in the test process on the test Redis,
+// under a namespace of its own, with a memory fixture store; the binary
+// talks to it through PYRULA_VALKEY_URL and PYRULA_NAMESPACE.
+type workerEnv struct {
+	t   *testing.T
+	c   valkey.Client
+	ns  string
+	env []string
+}
+
+func startWorker(t *testing.T) *workerEnv {
+	t.Helper()
+	return startWorkerWith(t, memstore.New(memstore.Options{}), nil)
+}
+
+// failingStore fails every Delete, so delete_case_bundle is dead-lettered.
+type failingStore struct{ store.Store }
+
+func (failingStore) Delete(context.Context, bundle.Hash) (bool, error) {
+	return false, errors.New("injected store outage")
+}
+
+func startWorkerWith(t *testing.T, st store.Store, mod func(*worker.Config)) *workerEnv {
+	t.Helper()
+	url := testenv.ValkeyURL(t)
+	opt, err := valkey.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.DisableCache = true
+	c, err := valkey.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ns := testenv.UniqueName(t, "enq")
+	cleanupNamespace(t, c, ns)
+	reg := flow.NewRegistry()
+	if _, err := examples.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	cfg := worker.Config{Namespace: ns, ConsumerName: "enqueue-test"}
+	if mod != nil {
+		mod(&cfg)
+	}
+	w, err := worker.New(cfg, worker.Params{
+		Client: c, Store: st, Registry: reg,
+		Registerer: prometheus.NewRegistry(), Logger: zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(context.Background()) })
+	return &workerEnv{t: t, c: c, ns: ns, env: []string{"PYRULA_VALKEY_URL=" + url, "PYRULA_NAMESPACE=" + ns}}
+}
+
+// cleanupNamespace deletes the keys of namespace ns when t ends.
+func cleanupNamespace(t *testing.T, c valkey.Client, ns string) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		keys, _ := c.Do(ctx, c.B().Keys().Pattern(ns+":*").Build()).AsStrSlice()
+		for _, k := range keys {
+			c.Do(ctx, c.B().Del().Key(k).Build())
+		}
+	})
+}
+
+func (e *workerEnv) run(args ...string) result {
+	e.t.Helper()
+	return run(e.t, invocation{args: append([]string{"enqueue"}, args...), env: e.env})
+}
+
+type replyOut struct {
+	MessageID string          `json:"message_id"`
+	Type      string          `json:"type"`
+	Status    string          `json:"status"`
+	Code      string          `json:"code"`
+	Message   string          `json:"message"`
+	Result    json.RawMessage `json:"result"`
+}
+
+const zeroHash = "0000000000000000000000000000000000000000000000000000000000000000"
+
+func TestEnqueueWait(t *testing.T) {
+	t.Parallel()
+	e := startWorker(t)
+	body := `{"fixture_hash":"` + zeroHash + `"}`
+	r := e.run("delete_case_bundle", "--body", body, "--wait", "--message-id", "m1", "--timeout", "20s")
+	wantOK(t, r)
+	var got replyOut
+	decodeOne(t, r, &got)
+	if got.MessageID != "m1" || got.Status != "ok" || string(got.Result) != `{"deleted":false}` {
+		t.Fatalf("reply %+v\n%s", got, r)
+	}
+	// The same id again: the same reply.
+	r2 := e.run("delete_case_bundle", "--body", body, "--wait", "--message-id", "m1", "--timeout", "20s")
+	wantOK(t, r2)
+	if r2.stdout != r.stdout {
+		t.Errorf("resend printed %s, want %s", r2.stdout, r.stdout)
+	}
+	// A refusal exits 2 with the reply (code and message) on stdout.
+	r = e.run("delete_case_bundle", "--body", `{"fixture_hash":"XYZ"}`, "--wait", "--timeout", "20s")
+	if r.code != 2 || r.stderr != "" {
+		t.Fatalf("want exit 2\n%s", r)
+	}
+	decodeOne(t, r, &got)
+	if got.Status != "refused" || got.Code != "invalid_fixture_hash" || got.Message == "" || !strings.HasPrefix(got.MessageID, "msg_") {
+		t.Fatalf("reply %+v", got)
+	}
+	// --body @FILE.
+	f := filepath.Join(t.TempDir(), "body.json")
+	if err := os.WriteFile(f, []byte(body+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantOK(t, e.run("delete_case_bundle", "--body", "@"+f, "--wait", "--timeout", "20s"))
+}
+
+func TestEnqueueFollow(t *testing.T) {
+	t.Parallel()
+	e := startWorker(t)
+	r := e.run("start_run", "--body", `{"target_name":"checkout","inputs":{"qty":3}}`, "--follow", "--timeout", "30s")
+	wantOK(t, r)
+	lines := decodeLines[map[string]any](t, r)
+	if len(lines) < 3 || lines[0]["status"] != "ok" {
+		t.Fatalf("want a reply then events\n%s", r)
+	}
+	for i, ev := range lines[1:] {
+		if seq, _ := ev["run_seq"].(float64); int(seq) != i+1 {
+			t.Fatalf("event %d has run_seq %v\n%s", i+1, ev["run_seq"], r)
+		}
+	}
+	if k := lines[len(lines)-1]["kind"]; k != "run:complete" {
+		t.Fatalf("last event %v, want run:complete\n%s", k, r)
+	}
+	// A what-if run from a journal run that is not there: the run ends
+	// whatif_source_missing, exit 3.
+	r = e.run("run_case", "--body", `{"target_name":"checkout","source":{"journal":{"run_id":"run_gone"}}}`, "--follow", "--timeout", "30s")
+	if r.code != 3 || r.stderr != "" {
+		t.Fatalf("want exit 3\n%s", r)
+	}
+	lines = decodeLines[map[string]any](t, r)
+	end := lines[len(lines)-1]
+	if lines[0]["status"] != "ok" || end["kind"] != "run:error" || end["code"] != "whatif_source_missing" {
+		t.Fatalf("want an ok reply and run:error whatif_source_missing\n%s", r)
+	}
+}
+
+func TestEnqueueNoWaitAndErrors(t *testing.T) {
+	t.Parallel()
+	e := startWorker(t)
+	r := e.run("start_run", "--body", `{"target_name":"checkout"}`, "--message-id", "nw1")
+	wantOK(t, r)
+	var sent map[string]string
+	decodeOne(t, r, &sent)
+	if sent["message_id"] != "nw1" || sent["type"] != "start_run" || sent["entry_id"] == "" ||
+		sent["stream"] != e.ns+":case-messages" || sent["reply_to"] != e.ns+":case-replies" {
+		t.Fatalf("sent %+v", sent)
+	}
+	wantError(t, e.run("frobnicate", "--body", "{}"), "unknown message type")
+	wantError(t, e.run("start_run", "--body", "[1]"), "not a JSON object")
+	wantError(t, e.run("start_run"), "--body is required")
+	wantError(t, e.run("start_run", "--body", "@/nonexistent/body.json"), "read --body")
+	// Nobody consumes this namespace's stream: no reply within the timeout.
+	nobody := testenv.UniqueName(t, "nobody")
+	cleanupNamespace(t, e.c, nobody)
+	start := time.Now()
+	r = run(t, invocation{args: []string{"enqueue", "start_run", "--body", `{"target_name":"checkout"}`, "--wait", "--timeout", "1500ms"},
+		env: []string{e.env[0], "PYRULA_NAMESPACE=" + nobody}})
+	wantError(t, r, "no reply")
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("gave up after %v, want about 1.5 s", d)
+	}
+}
+
+// TestEnqueueErrorReply: a message dead-lettered after its deliveries gets
+// an error reply: exit 3, the reply on stdout.
+func TestEnqueueErrorReply(t *testing.T) {
+	t.Parallel()
+	e := startWorkerWith(t, failingStore{memstore.New(memstore.Options{})}, func(c *worker.Config) {
+		c.MaxDeliveries, c.ClaimIdle = 2, 50*time.Millisecond
+	})
+	r := e.run("delete_case_bundle", "--body", `{"fixture_hash":"`+zeroHash+`"}`, "--wait", "--timeout", "30s")
+	if r.code != 3 || r.stderr != "" {
+		t.Fatalf("want exit 3\n%s", r)
+	}
+	var got replyOut
+	decodeOne(t, r, &got)
+	if got.Status != "error" || got.Code != "runtime_error" || !strings.Contains(got.Message, "injected store outage") {
+		t.Fatalf("reply %+v", got)
+	}
+}

@@ -1,0 +1,228 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+	"go.uber.org/goleak"
+
+	"github.com/pyrula/caseworker/internal/memvalkey"
+	"github.com/pyrula/caseworker/internal/testenv"
+	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/journal/valkeyjournal"
+	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/worker/client"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// servers runs f against real Valkey and the embedded server, each with a
+// namespace of its own. Here the test plays the worker: it reads the case
+// stream and writes replies and journal events itself.
+func servers(t *testing.T, f func(t *testing.T, c valkey.Client, ns string)) {
+	t.Run("valkey", func(t *testing.T) {
+		t.Parallel()
+		opt, err := valkey.ParseURL(testenv.ValkeyURL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt.DisableCache = true
+		c, err := valkey.NewClient(opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		ns := testenv.UniqueName(t, "cl")
+		t.Cleanup(func() {
+			keys, _ := c.Do(context.Background(), c.B().Keys().Pattern(ns+":*").Build()).AsStrSlice()
+			for _, k := range keys {
+				c.Do(context.Background(), c.B().Del().Key(k).Build())
+			}
+		})
+		f(t, c, ns)
+	})
+	t.Run("embedded", func(t *testing.T) {
+		t.Parallel()
+		s, err := memvalkey.Start()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		c, err := s.NewClient()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		f(t, c, testenv.UniqueName(t, "cl"))
+	})
+}
+
+// publish adds reply r to stream, as the worker does.
+func publish(c valkey.Client, stream string, r messages.Reply) error {
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return c.Do(context.Background(), c.B().Xadd().Key(stream).Id("*").FieldValue().FieldValue(messages.ReplyField, string(raw)).Build()).Error()
+}
+
+func reply(t *testing.T, c valkey.Client, stream string, r messages.Reply) {
+	t.Helper()
+	if err := publish(c, stream, r); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSendAndReply(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, c valkey.Client, ns string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		cl, err := client.New(c, client.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		replies := ns + ":case-replies"
+		// A reply of the same id sent before ours must not count.
+		reply(t, c, replies, messages.Reply{MessageID: "m1", Status: messages.StatusError})
+		sent, err := cl.Send(ctx, client.Message{MessageID: "m1", Type: messages.StartRun, Body: json.RawMessage(`{"target_name":"x"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, err := c.Do(ctx, c.B().Xrange().Key(ns+":case-messages").Start("-").End("+").Build()).AsXRange()
+		if err != nil || len(entries) != 1 || entries[0].ID != sent.EntryID {
+			t.Fatalf("case stream %+v (%v), sent %+v", entries, err, sent)
+		}
+		var env messages.Envelope
+		if err := json.Unmarshal([]byte(entries[0].FieldValues[messages.MessageField]), &env); err != nil {
+			t.Fatal(err)
+		}
+		if env.MessageID != "m1" || env.Type != messages.StartRun || env.ReplyTo != replies || string(env.Body) != `{"target_name":"x"}` {
+			t.Fatalf("envelope %+v", env)
+		}
+		go func() { // replies arrive while Reply waits; a failure shows as a timeout
+			time.Sleep(100 * time.Millisecond)
+			_ = publish(c, replies, messages.Reply{MessageID: "other", Status: messages.StatusOK})
+			_ = publish(c, replies, messages.Reply{MessageID: "m1", Type: messages.StartRun, Status: messages.StatusRefused, Code: messages.InvalidOverrides})
+		}()
+		r, err := cl.Reply(ctx, sent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.MessageID != "m1" || r.Status != messages.StatusRefused {
+			t.Fatalf("reply %+v", r)
+		}
+		// A message refused before its id was read is matched by entry id.
+		sent2, err := cl.Send(ctx, client.Message{Type: messages.SaveCase, Body: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reply(t, c, replies, messages.Reply{EntryID: sent2.EntryID, Status: messages.StatusRefused, Code: messages.InvalidOverrides})
+		if r, err := cl.Reply(ctx, sent2); err != nil || r.EntryID != sent2.EntryID {
+			t.Fatalf("reply %+v, %v", r, err)
+		}
+		// No reply: the context ends the wait.
+		sent3, err := cl.Send(ctx, client.Message{Type: messages.SaveCase, Body: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		short, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer scancel()
+		if _, err := cl.Reply(short, sent3); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("wait without a reply: %v", err)
+		}
+		if _, err := cl.Send(ctx, client.Message{Type: messages.SaveCase, Body: json.RawMessage(`{`)}); err == nil {
+			t.Fatal("a body that is not JSON was sent")
+		}
+	})
+}
+
+func TestFollow(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, c valkey.Client, ns string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		cl, err := client.New(c, client.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := valkeyjournal.New(c, valkeyjournal.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := func(kind string, fields any) journal.Event {
+			e, err := journal.NewEvent(kind, fields)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return e
+		}
+		// A run that fails while it is followed.
+		lease, err := j.Create(ctx, journal.CreateParams{RunID: "r1", TargetName: "t", Owner: "w"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			time.Sleep(200 * time.Millisecond)
+			j.Append(ctx, lease, journal.Batch{Events: []journal.Event{ev(journal.KindRunStart, nil)}})
+			time.Sleep(200 * time.Millisecond)
+			j.Finish(ctx, lease, journal.Batch{Events: []journal.Event{ev(journal.KindRunError, map[string]any{"code": "prefix_diverged"})}})
+		}()
+		var kinds []string
+		end, err := cl.Follow(ctx, valkeyjournal.EventsKey(ns, "r1"), func(e journal.Event) error {
+			kinds = append(kinds, e.Kind)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if end.Status != journal.StatusError || end.Code != messages.PrefixDiverged || len(kinds) != 3 || kinds[2] != journal.KindRunError {
+			t.Fatalf("end %+v after %v", end, kinds)
+		}
+		// A suspended run ends the follow with no terminal event.
+		lease, err = j.Create(ctx, journal.CreateParams{RunID: "r2", TargetName: "t", Owner: "w"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Release(ctx, lease, journal.StatusSuspended); err != nil {
+			t.Fatal(err)
+		}
+		end, err = cl.Follow(ctx, valkeyjournal.EventsKey(ns, "r2"), func(journal.Event) error { return nil })
+		if err != nil || end.Status != journal.StatusSuspended || end.Last.Kind != journal.KindRunSubmitted {
+			t.Fatalf("suspended run: end %+v, %v", end, err)
+		}
+		// fn's error stops Follow.
+		stop := errors.New("enough")
+		if _, err := cl.Follow(ctx, valkeyjournal.EventsKey(ns, "r1"), func(journal.Event) error { return stop }); !errors.Is(err, stop) {
+			t.Fatalf("Follow returned %v, want fn's error", err)
+		}
+		// A run that is not there, and a key that is not an events key.
+		if _, err := cl.Follow(ctx, valkeyjournal.EventsKey(ns, "gone"), func(journal.Event) error { return nil }); !errors.Is(err, client.ErrRunGone) {
+			t.Fatalf("missing run: %v", err)
+		}
+		if _, err := cl.Follow(ctx, ns+":whatever", func(journal.Event) error { return nil }); err == nil {
+			t.Fatal("followed a key that is not an events key")
+		}
+	})
+}
+
+func TestNewOptions(t *testing.T) {
+	t.Parallel()
+	cl, err := client.New(nil, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := cl.Options(); o.Namespace != "pyrula" || o.CaseStream != "pyrula:case-messages" || o.ReplyStream != "pyrula:case-replies" {
+		t.Fatalf("defaults %+v", o)
+	}
+	if _, err := client.New(nil, client.Options{CaseStream: "s", ReplyStream: "s"}); err == nil {
+		t.Fatal("equal case and reply streams accepted")
+	}
+	if _, err := client.New(nil, client.Options{Namespace: "bad ns"}); err == nil {
+		t.Fatal("a bad namespace accepted")
+	}
+}
