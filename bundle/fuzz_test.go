@@ -2,9 +2,11 @@ package bundle_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/pyrula/caseworker/bundle"
@@ -39,6 +41,14 @@ func FuzzRead(f *testing.F) {
 		canon := c.Bytes()
 		if bundle.HashBytes(canon) != c.Hash() {
 			t.Fatal("hash is not the SHA-256 of the canonical bytes")
+		}
+		// Decode's fast path gives what encoding/json gives.
+		fast, err := c.Decode()
+		var ref bundle.Bundle
+		if refErr := json.Unmarshal(canon, &ref); (err == nil) != (refErr == nil) {
+			t.Fatalf("Decode error %v, encoding/json error %v", err, refErr)
+		} else if err == nil && !reflect.DeepEqual(*fast, ref) {
+			t.Fatalf("Decode differs from encoding/json:\n%+v\n%+v", *fast, ref)
 		}
 		// Canonical bytes are a fixed point.
 		again, err := bundle.Read(bytes.NewReader(canon), bundle.Options{})

@@ -108,6 +108,10 @@ func (c *Canonical) Bytes() []byte {
 // Decode returns the whole bundle in Go types (for show).
 func (c *Canonical) Decode() (*Bundle, error) {
 	var b Bundle
+	if decodeCanonical(c.Bytes(), &b) == nil {
+		return &b, nil
+	}
+	b = Bundle{}
 	if err := json.Unmarshal(c.Bytes(), &b); err != nil {
 		return nil, corrupt("decode", err)
 	}
