@@ -1,5 +1,6 @@
 // Package cli is the `pyrula` command tree: `pyrula case import|export|list|
-// show|delete|gc` today, `case save`, `case run` and `db migrate` later. It is
+// show|delete|gc|save|run`, `run`, `targets`, `events`, `enqueue` and
+// `db migrate`. It is
 // a package rather than code in cmd/pyrula so that a user's own binary (which
 // registers its own targets) can offer the same commands by calling Main or
 // Options.Main.
