@@ -11,6 +11,10 @@ import (
 // maxBatch caps the commands of one batch.
 const maxBatch = 256
 
+// maxYields caps how many times the leader of a batch yields, while
+// handlers keep queueing commands, before it sends the batch.
+const maxYields = 8
+
 // batcher sends the per-message commands of concurrent handlers (record
 // reads and writes, replies, acks) to Valkey in batches: one DoMulti at a
 // time, carrying every command queued while the previous one was in flight
@@ -33,30 +37,52 @@ type batcher struct {
 // batchCall is one queued command and, once sent, its result.
 type batchCall struct {
 	cmd valkey.Completed
-	// ack, when set, is an XACK of id on stream/group (merged with others).
-	ack  *ackArgs
-	res  valkey.ValkeyResult
-	err  error // for merged acks
-	lead bool  // woken to lead the next batch instead of with a result
+	// ack, when isAck, is an XACK of its id on its stream and group
+	// (merged with others).
+	ack   ackArgs
+	isAck bool
+	res   valkey.ValkeyResult
+	err   error // for merged acks
+	lead  bool  // woken to lead the next batch instead of with a result
+	// done receives one value when the call has its result or the lead.
 	done chan struct{}
 }
 
 type ackArgs struct{ stream, group, id string }
 
+// calls recycles batchCalls (and their channels): every message takes
+// three or four of them.
+var calls = sync.Pool{New: func() any { return &batchCall{done: make(chan struct{}, 1)} }}
+
+func getCall() *batchCall { return calls.Get().(*batchCall) }
+
+// putCall recycles bc, whose done channel is empty (each wait consumed its
+// one value).
+func putCall(bc *batchCall) {
+	*bc = batchCall{done: bc.done}
+	calls.Put(bc)
+}
+
 // do sends cmd in the next batch and returns its result. A batch runs to
 // its end under finishTimeout even when the ctx of the caller that leads
 // it is cancelled, since it carries other handlers' commands.
 func (b *batcher) do(ctx context.Context, c valkey.Client, cmd valkey.Completed) valkey.ValkeyResult {
-	call := &batchCall{cmd: cmd, done: make(chan struct{})}
+	call := getCall()
+	call.cmd = cmd
 	b.run(ctx, c, call)
-	return call.res
+	res := call.res
+	putCall(call)
+	return res
 }
 
 // ack XACKs entry id of stream for group in the next batch.
 func (b *batcher) ack(ctx context.Context, c valkey.Client, stream, group, id string) error {
-	call := &batchCall{ack: &ackArgs{stream, group, id}, done: make(chan struct{})}
+	call := getCall()
+	call.ack, call.isAck = ackArgs{stream, group, id}, true
 	b.run(ctx, c, call)
-	return call.err
+	err := call.err
+	putCall(call)
+	return err
 }
 
 func (b *batcher) run(ctx context.Context, c valkey.Client, call *batchCall) {
@@ -73,10 +99,18 @@ func (b *batcher) run(ctx context.Context, c valkey.Client, call *batchCall) {
 	b.leading = true
 	for {
 		// Let the handlers that the last batch just woke queue their next
-		// command first: batches grow from about 6 to about 9 commands.
-		b.mu.Unlock()
-		runtime.Gosched()
-		b.mu.Lock()
+		// command first (batches grow from about 6 to about 9 commands),
+		// yielding again while they keep coming (a lone command still
+		// goes out after one yield).
+		for queued, i := len(b.queue), 0; i < maxYields; i++ {
+			b.mu.Unlock()
+			runtime.Gosched()
+			b.mu.Lock()
+			if len(b.queue) == queued {
+				break // nobody queued meanwhile
+			}
+			queued = len(b.queue)
+		}
 		n := min(len(b.queue), maxBatch)
 		batch := b.queue[:n:n]
 		b.queue = b.queue[n:]
@@ -87,7 +121,7 @@ func (b *batcher) run(ctx context.Context, c valkey.Client, call *batchCall) {
 			if bc == call {
 				mine = true
 			} else {
-				close(bc.done)
+				bc.done <- struct{}{}
 			}
 		}
 		b.mu.Lock()
@@ -97,7 +131,7 @@ func (b *batcher) run(ctx context.Context, c valkey.Client, call *batchCall) {
 			} else {
 				next := b.queue[0]
 				next.lead = true
-				close(next.done)
+				next.done <- struct{}{}
 			}
 			b.mu.Unlock()
 			return
@@ -117,7 +151,7 @@ func (b *batcher) send(ctx context.Context, c valkey.Client, batch []*batchCall)
 	var order []*ackGroup
 	idx := make([]int, len(batch)) // command index of each plain call
 	for i, bc := range batch {
-		if bc.ack == nil {
+		if !bc.isAck {
 			idx[i] = len(cmds)
 			cmds = append(cmds, bc.cmd)
 			continue
@@ -136,7 +170,7 @@ func (b *batcher) send(ctx context.Context, c valkey.Client, batch []*batchCall)
 		g.ids = append(g.ids, bc.ack.id)
 	}
 	for _, g := range order {
-		a := g.calls[0].ack
+		a := &g.calls[0].ack
 		g.idx = len(cmds)
 		cmds = append(cmds, c.B().Xack().Key(a.stream).Group(a.group).Id(g.ids...).Build())
 	}
@@ -146,7 +180,7 @@ func (b *batcher) send(ctx context.Context, c valkey.Client, batch []*batchCall)
 	defer cancel()
 	res := c.DoMulti(ctx, cmds...)
 	for i, bc := range batch {
-		if bc.ack == nil {
+		if !bc.isAck {
 			bc.res = res[idx[i]]
 		}
 	}

@@ -43,8 +43,10 @@ func (w *Worker) fixtureStore(expected string) (store.Store, error) {
 // deleteCaseBundle handles delete_case_bundle.
 func (w *Worker) deleteCaseBundle(ctx context.Context, raw json.RawMessage) (any, error) {
 	var b messages.DeleteCaseBundleBody
-	if err := decodeBody(raw, &b); err != nil {
-		return nil, err
+	if !decodeDeleteBodyFast(raw, &b) {
+		if err := decodeBody(raw, &b); err != nil {
+			return nil, err
+		}
 	}
 	if b.FixtureHash == "" {
 		return nil, messages.Errorf(messages.InvalidOverrides, "fixture_hash is missing")
@@ -112,4 +114,43 @@ func (w *Worker) saveCase(ctx context.Context, raw json.RawMessage) (any, error)
 		return nil, fmt.Errorf("encode the manifest summary: %w", err)
 	}
 	return messages.SaveCaseResult{FixtureHash: string(c.Hash()), FixtureStore: s.Identity(), ManifestSummary: summary}, nil
+}
+
+// decodeDeleteBodyFast decodes a delete_case_bundle body without
+// reflection when it is canonical JSON (canonicalJSON: no spaces, no
+// escapes, no duplicate keys) of an object whose members are only
+// fixture_hash and fixture_store, both strings: the body the platform
+// client sends. It reports false (b untouched) for any other body, which
+// decodeBody then decodes.
+func decodeDeleteBodyFast(raw json.RawMessage, b *messages.DeleteCaseBundleBody) bool {
+	if len(raw) < 2 || raw[0] != '{' || !canonicalJSON(raw) {
+		return false
+	}
+	var out messages.DeleteCaseBundleBody
+	s := raw[1 : len(raw)-1]
+	for len(s) > 0 {
+		// s is "key":"value" then "," or the end; no string holds a quote
+		// or a backslash (canonical).
+		k := bytes.IndexByte(s[1:], '"') + 1
+		key := string(s[1:k])
+		s = s[k+1:] // after the key's closing quote: ':' then the value
+		if len(s) < 2 || s[1] != '"' {
+			return false // not a string value
+		}
+		v := bytes.IndexByte(s[2:], '"') + 2
+		switch key {
+		case "fixture_hash":
+			out.FixtureHash = string(s[2:v])
+		case "fixture_store":
+			out.FixtureStore = string(s[2:v])
+		default:
+			return false
+		}
+		s = s[v+1:]
+		if len(s) > 0 {
+			s = s[1:] // the comma
+		}
+	}
+	*b = out
+	return true
 }

@@ -51,7 +51,7 @@ type outcome struct {
 // writes, the run's submission). Without WAIT the SET goes through the
 // batcher.
 func (w *Worker) writeRecord(ctx context.Context, out *outcome) error {
-	reply, err := json.Marshal(out.reply)
+	reply, err := encodeReply(out.reply)
 	if err != nil {
 		return fmt.Errorf("encode the reply: %w", err)
 	}
@@ -114,10 +114,11 @@ func (w *Worker) handle(ctx context.Context, e valkey.XRangeEntry, deliveries in
 	defer w.metrics.inFlight.Dec()
 	out, typ, err := w.decide(ctx, e)
 	// The message's fields, passed to each line (cheaper than Logger.With
-	// on the path every message takes).
-	fields := []zap.Field{zap.String("entry_id", e.ID), zap.String("message_id", out.reply.MessageID), zap.String("type", typ)}
+	// on the path every message takes), built only for a line logged.
 	log := func(level zapcore.Level, msg string, more ...zap.Field) {
 		if ce := w.log.Check(level, msg); ce != nil {
+			fields := make([]zap.Field, 0, 3+len(more))
+			fields = append(fields, zap.String("entry_id", e.ID), zap.String("message_id", out.reply.MessageID), zap.String("type", typ))
 			ce.Write(append(fields, more...)...)
 		}
 	}
@@ -141,8 +142,8 @@ func (w *Worker) handle(ctx context.Context, e valkey.XRangeEntry, deliveries in
 		}
 		return
 	}
-	w.metrics.messages.WithLabelValues(typeLabel(typ), string(out.reply.Status)).Inc()
-	w.metrics.duration.WithLabelValues(typeLabel(typ)).Observe(time.Since(start).Seconds())
+	w.metrics.answered(typ, out.reply.Status).Inc()
+	w.metrics.durationOf(typ).Observe(time.Since(start).Seconds())
 	if out.reply.Code != "" {
 		log(zap.InfoLevel, "message answered", zap.String("status", string(out.reply.Status)), zap.String("code", string(out.reply.Code)))
 	} else {
@@ -166,8 +167,8 @@ func (w *Worker) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, str
 	if len(raw) > w.cfg.MaxMessageBytes {
 		return refuse(messages.InvalidOverrides, "entry %s is %d bytes, over PYRULA_MAX_MESSAGE_BYTES (%d); not read", e.ID, len(raw), w.cfg.MaxMessageBytes)
 	}
-	var env messages.Envelope
-	if err := json.Unmarshal([]byte(raw), &env); err != nil {
+	env, err := parseEnvelope(raw)
+	if err != nil {
 		return refuse(messages.InvalidOverrides, "entry %s is not a JSON envelope: %v", e.ID, err)
 	}
 	if env.ReplyTo != "" {
@@ -224,12 +225,24 @@ func (w *Worker) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, str
 	if err != nil {
 		return out, string(env.Type), err
 	}
-	raw2, err := json.Marshal(result)
+	raw2, err := encodeResult(result)
 	if err != nil {
 		return out, string(env.Type), fmt.Errorf("encode the result: %w", err)
 	}
 	out.reply.Status, out.reply.Result = messages.StatusOK, raw2
 	return out, string(env.Type), nil
+}
+
+// encodeResult is json.Marshal(result), without reflection for the
+// results of delete_case_bundle.
+func encodeResult(result any) ([]byte, error) {
+	if r, ok := result.(messages.DeleteCaseBundleResult); ok {
+		if r.Deleted {
+			return []byte(`{"deleted":true}`), nil
+		}
+		return []byte(`{"deleted":false}`), nil
+	}
+	return json.Marshal(result)
 }
 
 // checkMessageID accepts 1 to 200 printable characters without braces or
@@ -253,23 +266,35 @@ func checkMessageID(id string) error {
 // body (keys sorted, numbers as written), so that a resend with other
 // spacing or key order is the same message.
 func hashBody(env messages.Envelope) (string, error) {
-	var v any
-	if len(bytes.TrimSpace(env.Body)) > 0 {
-		d := json.NewDecoder(bytes.NewReader(env.Body))
-		d.UseNumber()
-		if err := d.Decode(&v); err != nil {
+	// A body already in canonical form (canon.go) is hashed as it is.
+	canon := []byte(env.Body)
+	if !canonicalJSON(canon) {
+		var err error
+		if canon, err = canonicalize(env.Body); err != nil {
 			return "", err
 		}
-	}
-	canon, err := json.Marshal(v)
-	if err != nil {
-		return "", err
 	}
 	h := sha256.New()
 	h.Write([]byte(env.Type))
 	h.Write([]byte{0})
 	h.Write(canon)
-	return hex.EncodeToString(h.Sum(nil)), nil
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])), nil
+}
+
+// canonicalize is the canonical JSON of body: decoded (numbers as written)
+// and encoded again by encoding/json (keys sorted, no spaces); an empty
+// body is null.
+func canonicalize(body []byte) ([]byte, error) {
+	var v any
+	if len(bytes.TrimSpace(body)) > 0 {
+		d := json.NewDecoder(bytes.NewReader(body))
+		d.UseNumber()
+		if err := d.Decode(&v); err != nil {
+			return nil, err
+		}
+	}
+	return json.Marshal(v)
 }
 
 // lookup reads a message id's idempotency record.
@@ -311,7 +336,7 @@ func (w *Worker) publish(ctx context.Context, out *outcome) error {
 	raw := out.replyJSON
 	if raw == nil {
 		var err error
-		if raw, err = json.Marshal(out.reply); err != nil {
+		if raw, err = encodeReply(out.reply); err != nil {
 			return fmt.Errorf("encode the reply: %w", err)
 		}
 	}

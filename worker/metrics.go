@@ -2,6 +2,7 @@ package worker
 
 import (
 	"encoding/json"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valkey-io/valkey-go"
@@ -35,6 +36,58 @@ type metrics struct {
 	bundleBytes   *prometheus.HistogramVec
 	// streams reads the streams' pending entries and lag at scrape time.
 	streams *streamStats
+
+	// The children every message updates, by typeIndex, looked up once
+	// (WithLabelValues hashes its labels on every call): received is
+	// filled by newMetrics, answeredOK and durations on first use (so that
+	// the exposition has only the series that were used, as before).
+	receivedBy [len(typeLabels)]prometheus.Counter
+	answeredOK [len(typeLabels)]atomic.Pointer[prometheus.Counter]
+	durations  [len(typeLabels)]atomic.Pointer[prometheus.Observer]
+}
+
+// typeLabels are typeLabel's results, in typeIndex's order.
+var typeLabels = [...]string{"save_case", "run_case", "delete_case_bundle", "start_run", "unknown"}
+
+// typeIndex is the index in typeLabels of typeLabel(t).
+func typeIndex(t string) int {
+	switch t {
+	case "save_case":
+		return 0
+	case "run_case":
+		return 1
+	case "delete_case_bundle":
+		return 2
+	case "start_run":
+		return 3
+	}
+	return 4
+}
+
+// answered is pyrula_worker_messages_total's child for message type typ
+// and reply status.
+func (m *metrics) answered(typ string, status messages.ReplyStatus) prometheus.Counter {
+	i := typeIndex(typ)
+	if status != messages.StatusOK {
+		return m.messages.WithLabelValues(typeLabels[i], string(status))
+	}
+	if c := m.answeredOK[i].Load(); c != nil {
+		return *c
+	}
+	c := m.messages.WithLabelValues(typeLabels[i], string(status))
+	m.answeredOK[i].Store(&c)
+	return c
+}
+
+// durationOf is pyrula_worker_message_duration_seconds's child for typ.
+func (m *metrics) durationOf(typ string) prometheus.Observer {
+	i := typeIndex(typ)
+	if o := m.durations[i].Load(); o != nil {
+		return *o
+	}
+	o := m.duration.WithLabelValues(typeLabels[i])
+	m.durations[i].Store(&o)
+	return o
 }
 
 // newMetrics creates the metrics and registers them on reg (none when reg
@@ -109,8 +162,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, p := range []string{replay.ProvReused, replay.ProvSimulated, replay.ProvLive, replay.ProvChanged, provPrefix} {
 		m.caseCalls.WithLabelValues(p)
 	}
-	for _, t := range []string{"save_case", "run_case", "delete_case_bundle", "start_run", "unknown"} {
-		m.received.WithLabelValues(t)
+	for i, t := range typeLabels {
+		m.receivedBy[i] = m.received.WithLabelValues(t)
 	}
 	if reg == nil {
 		return m, nil
@@ -148,7 +201,7 @@ func typeLabel(t string) string {
 // add up to the received ones.
 func (w *Worker) took(e valkey.XRangeEntry, deliveries int64) {
 	if deliveries == 1 {
-		w.metrics.received.WithLabelValues(w.entryTypeLabel(e)).Inc()
+		w.metrics.receivedBy[typeIndex(w.entryTypeLabel(e))].Inc()
 	}
 }
 

@@ -1,8 +1,11 @@
 package worker
 
 import (
+	"encoding/json"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/pyrula/caseworker/messages"
 )
 
 // peeked are the envelope members that decide the type label of a message
@@ -85,7 +88,7 @@ func (p *peekScanner) envelope() (peeked, int) {
 			member = &env.ReplyTo
 		default:
 			if escaped || !ascii(key) || strings.EqualFold(key, "message_id") || strings.EqualFold(key, "type") ||
-				strings.EqualFold(key, "reply_to") {
+				strings.EqualFold(key, "reply_to") || (key != "body" && strings.EqualFold(key, "body")) {
 				p.unsure = true
 			}
 		}
@@ -119,8 +122,14 @@ func (p *peekScanner) envelope() (peeked, int) {
 					return env, peekInvalid
 				}
 			}
-		} else if !p.value(1) {
-			return env, peekInvalid
+		} else {
+			start := p.i
+			if !p.value(1) {
+				return env, peekInvalid
+			}
+			if key == "body" && !escaped {
+				p.body, p.hasBody = p.s[start:p.i], true // the last one wins
+			}
 		}
 		p.ws()
 		if !p.more() {
@@ -163,6 +172,28 @@ type peekScanner struct {
 	i      int
 	unsure bool // the scan found something encoding/json must decide
 	deep   bool // nesting deeper than maxPeekDepth
+	// body is the raw value of the top-level body member, when hasBody.
+	body    string
+	hasBody bool
+}
+
+// parseEnvelope decodes raw into an envelope with the result (and the error
+// text) json.Unmarshal gives, using the scan when it decides alone: the
+// envelope is then read once, by the scan that validates it, instead of a
+// second time by encoding/json's reflection.
+func parseEnvelope(raw string) (messages.Envelope, error) {
+	p := peekScanner{s: raw}
+	pk, res := p.envelope()
+	if res == peekOK && !p.deep {
+		env := messages.Envelope{MessageID: pk.MessageID, Type: messages.MessageType(pk.Type), ReplyTo: pk.ReplyTo}
+		if p.hasBody {
+			env.Body = json.RawMessage(p.body)
+		}
+		return env, nil
+	}
+	var env messages.Envelope
+	err := json.Unmarshal([]byte(raw), &env)
+	return env, err
 }
 
 func (p *peekScanner) more() bool { return p.i < len(p.s) }

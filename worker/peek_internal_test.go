@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -24,6 +25,7 @@ func decodeEnvelope(raw string) (peeked, bool) {
 // not give.
 func checkPeek(t *testing.T, raw string) int {
 	t.Helper()
+	checkParse(t, raw)
 	got, res := peekEnvelope(raw)
 	want, ok := decodeEnvelope(raw)
 	switch res {
@@ -40,6 +42,22 @@ func checkPeek(t *testing.T, raw string) int {
 		t.Fatalf("peek %q = result %d", raw, res)
 	}
 	return res
+}
+
+// checkParse fails when parseEnvelope's result or error differs from
+// json.Unmarshal's.
+func checkParse(t *testing.T, raw string) {
+	t.Helper()
+	got, gotErr := parseEnvelope(raw)
+	var want messages.Envelope
+	wantErr := json.Unmarshal([]byte(raw), &want)
+	if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+		t.Fatalf("parseEnvelope %q: error %v; encoding/json: %v", raw, gotErr, wantErr)
+	}
+	if got.MessageID != want.MessageID || got.Type != want.Type || got.ReplyTo != want.ReplyTo ||
+		!bytes.Equal(got.Body, want.Body) || (got.Body == nil) != (want.Body == nil) {
+		t.Fatalf("parseEnvelope %q = %+v (body %q); encoding/json: %+v (body %q)", raw, got, got.Body, want, want.Body)
+	}
 }
 
 var peekCases = []struct {
@@ -75,6 +93,14 @@ var peekCases = []struct {
 	{`{"body":` + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + `}`, peekOK},
 	{`{"body":` + strings.Repeat("[", 1001) + strings.Repeat("]", 1001) + `}`, peekUnsure},
 	{`{"body":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`, peekUnsure},
+	{`{"body":null,"type":"a"}`, peekOK},
+	{`{"body":{"a":1},"body":[2]}`, peekOK},
+	{`{"body":{"a":1},"body":null}`, peekOK},
+	{`{"body": "x" }`, peekOK},
+	{`{"Body":{"a":1}}`, peekUnsure},
+	{`{"BODY":{"a":1},"body":2}`, peekUnsure},
+	{`{"bod\u0079":{"a":1}}`, peekUnsure},
+	{`{"body":{"a":1},"type":5}`, peekInvalid},
 }
 
 func TestPeekEnvelope(t *testing.T) {

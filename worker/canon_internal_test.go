@@ -1,0 +1,118 @@
+package worker
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/pyrula/caseworker/messages"
+)
+
+// checkCanon fails when canonicalJSON accepts input that canonicalize
+// (hashBody's slow path) would change.
+func checkCanon(t *testing.T, raw string) bool {
+	t.Helper()
+	ok := canonicalJSON([]byte(raw))
+	if !ok {
+		return false
+	}
+	canon, err := canonicalize([]byte(raw))
+	if err != nil || !bytes.Equal(canon, []byte(raw)) {
+		t.Fatalf("canonicalJSON(%q) = true; canonicalize gives %q, %v", raw, canon, err)
+	}
+	return true
+}
+
+var canonCases = []struct {
+	raw  string
+	want bool
+}{
+	{`{"fixture_hash":"` + strings.Repeat("0", 64) + `"}`, true},
+	{`{"a":1,"b":[true,false,null,-0.5e+3,"x"],"c":{}}`, true},
+	{`{"fixture_store":"s","fixture_hash":"h"}`, false}, // keys out of order
+	{`{"a":1,"a":2}`, false},
+	{`{"a": 1}`, false},
+	{` {"a":1}`, false},
+	{`{"a":"x<y"}`, false},
+	{`{"a":"\u0041"}`, false},
+	{`{"a":"é"}`, false},
+	{`{"a":1.0}`, true},
+	{`{"a":1E5}`, true},
+	{`{"a":01}`, false},
+	{`{"a":1.}`, false},
+	{`[]`, true},
+	{`null`, true},
+	{``, false},
+	{`"s"`, true},
+	{`{"a":1}x`, false},
+	{`{"":1,"a":2}`, true},
+	{`{"ab":1,"b":2}`, true},
+	{`{"b":1,"ab":2}`, false},
+	{strings.Repeat("[", 64) + strings.Repeat("]", 64), true},
+	{strings.Repeat("[", 66) + strings.Repeat("]", 66), false},
+}
+
+func TestCanonicalJSON(t *testing.T) {
+	for _, c := range canonCases {
+		if got := checkCanon(t, c.raw); got != c.want {
+			t.Errorf("canonicalJSON(%q) = %v, want %v", c.raw, got, c.want)
+		}
+	}
+}
+
+// FuzzCanonicalJSON: whatever the input, canonicalJSON never accepts what
+// hashBody's slow path would encode differently.
+func FuzzCanonicalJSON(f *testing.F) {
+	for _, c := range canonCases {
+		f.Add(c.raw)
+	}
+	f.Fuzz(func(t *testing.T, raw string) { checkCanon(t, raw) })
+}
+
+// BenchmarkHashBody is hashBody of a typical delete_case_bundle body.
+func BenchmarkHashBody(b *testing.B) {
+	env := messagesEnvelope(`{"fixture_hash":"` + strings.Repeat("0", 64) + `"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := hashBody(env); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func messagesEnvelope(body string) messages.Envelope {
+	return messages.Envelope{MessageID: "m", Type: messages.DeleteCaseBundle, Body: json.RawMessage(body)}
+}
+
+// TestDecodeDeleteBodyFast: whenever the fast path decodes a body, it
+// gives what decodeBody gives.
+func TestDecodeDeleteBodyFast(t *testing.T) {
+	for _, raw := range []string{
+		`{"fixture_hash":"` + strings.Repeat("0", 64) + `"}`,
+		`{"fixture_hash":"h","fixture_store":"s"}`,
+		`{}`, `{"fixture_hash":""}`, `{"fixture_hash":1}`, `{"fixture_hash":"h","other":"x"}`,
+		`{"Fixture_hash":"h"}`, `{"fixture_store":"s","fixture_hash":"h"}`, `{"fixture_hash":{"a":"b"}}`,
+		`{"fixture_hash":"a\u0041"}`, `{"fixture_hash":null}`, `null`, `[]`, `{"a":"b","fixture_hash":"h"}`,
+	} {
+		checkDeleteBody(t, raw)
+	}
+}
+
+func checkDeleteBody(t *testing.T, raw string) {
+	t.Helper()
+	var fast messages.DeleteCaseBundleBody
+	if !decodeDeleteBodyFast(json.RawMessage(raw), &fast) {
+		return
+	}
+	var slow messages.DeleteCaseBundleBody
+	if err := decodeBody(json.RawMessage(raw), &slow); err != nil || slow != fast {
+		t.Fatalf("decodeDeleteBodyFast(%s) = %+v; decodeBody: %+v, %v", raw, fast, slow, err)
+	}
+}
+
+func FuzzDecodeDeleteBodyFast(f *testing.F) {
+	f.Add(`{"fixture_hash":"h","fixture_store":"s"}`)
+	f.Add(`{"fixture_hash":"h"}`)
+	f.Fuzz(func(t *testing.T, raw string) { checkDeleteBody(t, raw) })
+}
