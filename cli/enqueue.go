@@ -142,18 +142,9 @@ func (a *app) withValkey(f func(valkey.Client, string) error) error {
 	if err := journal.CheckNamespace(ns); err != nil {
 		return err
 	}
-	url := a.getenv(envValkeyURL)
-	if url == "" {
-		url = defaultValkeyURL
-	}
-	opt, err := valkey.ParseURL(url)
+	vc, err := a.valkeyClient()
 	if err != nil {
-		return fmt.Errorf("%s: not a redis:// or rediss:// URL", envValkeyURL)
-	}
-	opt.DisableCache = true
-	vc, err := valkey.NewClient(opt)
-	if err != nil {
-		return fmt.Errorf("connect to Valkey at %s (%s): %w", Redact(url), envValkeyURL, err)
+		return err
 	}
 	defer vc.Close()
 	return f(vc, ns)

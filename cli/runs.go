@@ -84,18 +84,9 @@ func (a *app) withJournal(ctx context.Context, f func(journal.Journal) error) er
 		}
 		opts.Archive = pgarchive.New(pool)
 	}
-	url := a.getenv(envValkeyURL)
-	if url == "" {
-		url = defaultValkeyURL
-	}
-	copt, err := valkey.ParseURL(url)
+	client, err := a.valkeyClient()
 	if err != nil {
-		return fmt.Errorf("%s: not a redis:// or rediss:// URL", envValkeyURL)
-	}
-	copt.DisableCache = true
-	client, err := valkey.NewClient(copt)
-	if err != nil {
-		return fmt.Errorf("connect to Valkey at %s (%s): %w", Redact(url), envValkeyURL, err)
+		return err
 	}
 	defer client.Close()
 	j, err := valkeyjournal.New(client, opts)
@@ -318,3 +309,23 @@ it at once; a second run applies nothing). Prints {"applied": [versions]}.`,
 type exitStatus int
 
 func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// valkeyClient connects to the Valkey that PYRULA_VALKEY_URL names (default
+// redis://127.0.0.1:6379/0), without client-side caching; errors name the
+// variable and never print the URL's password.
+func (a *app) valkeyClient() (valkey.Client, error) {
+	url := a.getenv(envValkeyURL)
+	if url == "" {
+		url = defaultValkeyURL
+	}
+	opt, err := valkey.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("%s: not a redis:// or rediss:// URL", envValkeyURL)
+	}
+	opt.DisableCache = true
+	c, err := valkey.NewClient(opt)
+	if err != nil {
+		return nil, fmt.Errorf("connect to Valkey at %s (%s): %w", Redact(url), envValkeyURL, err)
+	}
+	return c, nil
+}
