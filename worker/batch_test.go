@@ -33,16 +33,7 @@ func (c *countingDoMulti) DoMulti(ctx context.Context, cmds ...valkey.Completed)
 // merged, and the commands travel in fewer round trips than commands.
 func TestBatcher(t *testing.T) {
 	t.Parallel()
-	opt, err := valkey.ParseURL(testenv.ValkeyURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	raw, err := valkey.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(raw.Close)
+	raw := testenv.ValkeyClient(t)
 	c := &countingDoMulti{Client: raw}
 	ns := testenv.UniqueName(t, "batch")
 	stream := ns + ":s"
@@ -114,16 +105,7 @@ func TestBatcher(t *testing.T) {
 // once, alone, and an error reply reaches its caller only.
 func TestBatcherLoneCommand(t *testing.T) {
 	t.Parallel()
-	opt, err := valkey.ParseURL(testenv.ValkeyURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	c, err := valkey.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := testenv.ValkeyClient(t)
 	ctx := context.Background()
 	var b batcher
 	key := testenv.UniqueName(t, "batch-lone")

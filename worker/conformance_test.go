@@ -34,17 +34,7 @@ type backend struct {
 var backends = []backend{
 	{"valkey", func(t *testing.T) valkey.Client {
 		t.Helper()
-		opt, err := valkey.ParseURL(testenv.ValkeyURL(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		opt.DisableCache = true
-		c, err := valkey.NewClient(opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return c
+		return testenv.ValkeyClient(t)
 	}},
 	{"embedded", func(t *testing.T) valkey.Client {
 		t.Helper()

@@ -38,17 +38,7 @@ type env struct {
 
 func setup(t *testing.T, st store.Store, mod func(*worker.Config)) *env {
 	t.Helper()
-	opt, err := valkey.ParseURL(testenv.ValkeyURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	c, err := valkey.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return setupWith(t, c, st, mod)
+	return setupWith(t, testenv.ValkeyClient(t), st, mod)
 }
 
 // setupWith is setup on a given server connection (real Valkey, or the

@@ -16,17 +16,7 @@ import (
 // newClient connects to the test Valkey and closes the client when t ends.
 func newClient(t testing.TB) valkey.Client {
 	t.Helper()
-	opt, err := valkey.ParseURL(testenv.ValkeyURL(t))
-	if err != nil {
-		t.Fatalf("parse %s: %v", testenv.EnvValkeyURL, err)
-	}
-	opt.DisableCache = true
-	c, err := valkey.NewClient(opt)
-	if err != nil {
-		t.Fatalf("connect to Valkey: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return testenv.ValkeyClient(t)
 }
 
 // cleanup deletes every key of namespace ns when t ends.

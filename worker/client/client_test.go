@@ -26,16 +26,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func servers(t *testing.T, f func(t *testing.T, c valkey.Client, ns string)) {
 	t.Run("valkey", func(t *testing.T) {
 		t.Parallel()
-		opt, err := valkey.ParseURL(testenv.ValkeyURL(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		opt.DisableCache = true
-		c, err := valkey.NewClient(opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
+		c := testenv.ValkeyClient(t)
 		ns := testenv.UniqueName(t, "cl")
 		t.Cleanup(func() {
 			keys, _ := c.Do(context.Background(), c.B().Keys().Pattern(ns+":*").Build()).AsStrSlice()
