@@ -137,7 +137,9 @@ func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseR
 	if _, ok := p.Registry.Lookup(p.Target); !ok {
 		return fmt.Errorf("case run: no target %q is registered (see %s targets)", p.Target, a.name())
 	}
-	rep, err := replay.Run(ctx, p)
+	runCtx, stop := cancelOnInterrupt(ctx)
+	defer stop()
+	rep, err := replay.Run(runCtx, p)
 	if err != nil {
 		return err
 	}
@@ -208,4 +210,15 @@ func readLimited(name string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %d bytes, at most %d", name, st.Size(), limit)
 	}
 	return os.ReadFile(name)
+}
+
+// cancelOnInterrupt returns a context for a case run that ends with cause
+// flow.ErrRunCancelled when ctx ends (SIGINT or SIGTERM in the binary): the
+// case run's journal belongs to this process and nobody could resume it, so
+// an interrupt cancels the run (run:cancelled, outcome "cancelled", exit 3)
+// rather than abandoning it as a crash would. stop releases it.
+func cancelOnInterrupt(ctx context.Context) (run context.Context, stop func()) {
+	run, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	unhook := context.AfterFunc(ctx, func() { cancel(flow.ErrRunCancelled) })
+	return run, func() { unhook(); cancel(nil) }
 }

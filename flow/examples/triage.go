@@ -12,8 +12,9 @@ import (
 
 // Triage is the name of the triage workflow: it classifies a ticket and,
 // when its inputs ask for them, reads the ticket's update stream, asks a
-// reviewer (an interrupt), snoozes (a durable sleep, then a clock read) and
-// asks for a second opinion (a child triage run). With its defaults it makes
+// reviewer (an interrupt), snoozes (a durable sleep, then a clock read),
+// makes a slow lookup (a read that takes lookup_ms) and asks for a second
+// opinion (a child triage run). With its defaults it makes
 // only the classify step, so a recorded run with the defaults is a case in
 // which each of those calls is new: the calls that a case run cannot wait
 // for, and a sleep that must advance the run's clock.
@@ -34,6 +35,9 @@ type TriageInputs struct {
 	// SecondOpinion, when set, triages this ticket id in a child run; a
 	// child that fails is reported in the result, not an error.
 	SecondOpinion string `json:"second_opinion"`
+	// LookupMS, when positive, makes a lookup step (a read) that takes that
+	// long unless cancelled: a live call to interrupt.
+	LookupMS int `json:"lookup_ms"`
 }
 
 // TriageResult is triage's result.
@@ -61,6 +65,12 @@ type Classification struct {
 	Priority int    `json:"priority"`
 }
 
+// TicketLookup is the lookup step's input.
+type TicketLookup struct {
+	Ticket string `json:"ticket"`
+	MS     int    `json:"ms"`
+}
+
 // UpdatesCursor is the input of a read of the "updates" stream.
 type UpdatesCursor struct {
 	Ticket string `json:"ticket"`
@@ -85,17 +95,30 @@ func registerTriage(reg *flow.Registry) error {
 		}
 		return Classification{Queue: "refunds", Priority: 2}, nil
 	})
+	lookup := flow.DefineStep("lookup", flow.Read, func(ctx context.Context, in TicketLookup) (Classification, error) {
+		select {
+		case <-time.After(time.Duration(in.MS) * time.Millisecond):
+			return Classification{Queue: "refunds", Priority: 2}, nil
+		case <-ctx.Done():
+			return Classification{}, ctx.Err()
+		}
+	})
 	return flow.RegisterWorkflow(reg, flow.Workflow[TriageInputs, TriageResult]{
 		Name:        Triage,
 		CodeVersion: CodeVersion,
 		Defaults:    TriageInputs{Ticket: "T-5521"},
-		Steps:       []bundle.Step{classify.Spec(), flow.ChildSpec(0, Triage)},
+		Steps:       []bundle.Step{classify.Spec(), lookup.Spec(), flow.ChildSpec(0, Triage)},
 		Run: func(ctx context.Context, in TriageInputs) (TriageResult, error) {
 			c, err := classify.Call(ctx, ClassifyInput{Ticket: in.Ticket})
 			if err != nil {
 				return TriageResult{}, err
 			}
 			out := TriageResult{Queue: c.Queue, Priority: c.Priority}
+			if in.LookupMS > 0 {
+				if _, err := lookup.Call(ctx, TicketLookup{Ticket: in.Ticket, MS: in.LookupMS}); err != nil {
+					return out, err
+				}
+			}
 			if in.FollowUpdates {
 				u, err := flow.ReadStream[UpdatesCursor, TicketUpdate](ctx, "updates", UpdatesCursor{Ticket: in.Ticket})
 				if err != nil {
