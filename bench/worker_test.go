@@ -39,7 +39,7 @@ var (
 	flagMsgs       = flag.Int("msgs", 20000, "messages per iteration of BenchmarkThroughput")
 	flagLatencyFor = flag.Duration("latency-for", 5*time.Second, "how long each iteration of BenchmarkLatency sends at -latency-rate")
 	flagRate       = flag.Int("latency-rate", 1000, "messages per second sent by BenchmarkLatency")
-	flagConc       = flag.Int("concurrency", 16, "PYRULA_CONCURRENCY of the workers and asynq's Concurrency")
+	flagConc       = flag.Int("concurrency", 64, "PYRULA_CONCURRENCY of the workers (64 is its default), asynq's Concurrency and the bare loop's COUNT")
 	flagAnchors    = flag.Bool("anchors", true, "run the bare and asynq anchors in BenchmarkThroughput (false: the workers alone, e.g. to profile them)")
 )
 

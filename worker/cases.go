@@ -87,6 +87,14 @@ func (w *Worker) saveCase(ctx context.Context, raw json.RawMessage) (any, error)
 	if err != nil {
 		return nil, err
 	}
+	// At most SaveConcurrency bundles are built at once: each holds up to
+	// about 2.5× its size in memory.
+	select {
+	case w.saves <- struct{}{}:
+		defer func() { <-w.saves }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	c, err := capture.FromJournal(ctx, w.journal, capture.FromJournalParams{
 		Target: b.TargetName, RunID: b.RunID,
 		Params: capture.Params{ForkAfterSeq: b.ForkAfterSeq, Kind: bundle.Kind(b.Kind), PyrulaVersion: version.Version},

@@ -45,7 +45,14 @@ type Config struct {
 	ConsumerName string `envconfig:"CONSUMER_NAME" desc:"consumer name, stable per pod (default the host name)"`
 	// Concurrency is PYRULA_CONCURRENCY: messages handled at once, and the
 	// most message entries one worker holds pending; 0 means the default.
-	Concurrency int `envconfig:"CONCURRENCY" default:"16" desc:"messages handled (and held pending) at once; 0 means the default"`
+	// Handling a message is mostly waiting on Valkey, so many in flight pay;
+	// the memory-heavy save_case has its own limit, SaveConcurrency.
+	Concurrency int `envconfig:"CONCURRENCY" default:"64" desc:"messages handled (and held pending) at once; 0 means the default"`
+	// SaveConcurrency is PYRULA_SAVE_CONCURRENCY: save_case messages that
+	// build a bundle at once (each holds up to about 2.5× its bundle in
+	// memory); the others wait, holding their message slot. 0 means the
+	// default.
+	SaveConcurrency int `envconfig:"SAVE_CONCURRENCY" default:"4" desc:"save_case messages building a bundle at once (each holds up to ~2.5x its bundle in memory); 0 means the default"`
 	// RunConcurrency is PYRULA_RUN_CONCURRENCY: runs executed at once, and
 	// the most runs entries one worker holds pending; 0 means the default.
 	RunConcurrency int `envconfig:"RUN_CONCURRENCY" default:"4" desc:"runs executed (and held pending) at once; 0 means the default"`
@@ -134,7 +141,10 @@ func (c Config) Defaults() (Config, error) {
 		c.ConsumerName = host
 	}
 	if c.Concurrency == 0 {
-		c.Concurrency = 16
+		c.Concurrency = 64
+	}
+	if c.SaveConcurrency == 0 {
+		c.SaveConcurrency = 4
 	}
 	if c.RunConcurrency == 0 {
 		c.RunConcurrency = 4
@@ -206,7 +216,7 @@ func (c Config) Validate() error {
 		name string
 		n    int
 	}{
-		{"CONCURRENCY", c.Concurrency}, {"RUN_CONCURRENCY", c.RunConcurrency},
+		{"CONCURRENCY", c.Concurrency}, {"SAVE_CONCURRENCY", c.SaveConcurrency}, {"RUN_CONCURRENCY", c.RunConcurrency},
 		{"MAX_DELIVERIES", c.MaxDeliveries}, {"MAX_MESSAGE_BYTES", c.MaxMessageBytes},
 	}
 	for _, p := range positiveInts {

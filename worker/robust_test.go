@@ -319,8 +319,9 @@ func TestPendingNeverExceedsConcurrency(t *testing.T) {
 	}
 }
 
-// PYRULA_CONCURRENCY=0 and PYRULA_RUN_CONCURRENCY=0 mean their defaults; a
-// negative value stops start-up naming the variable.
+// PYRULA_CONCURRENCY=0, PYRULA_RUN_CONCURRENCY=0 and
+// PYRULA_SAVE_CONCURRENCY=0 mean their defaults; a negative value stops
+// start-up naming the variable.
 func TestConcurrencyZeroMeansDefault(t *testing.T) {
 	t.Setenv("PYRULA_CONSUMER_NAME", "c")
 	t.Setenv("PYRULA_CONCURRENCY", "0")
@@ -329,12 +330,13 @@ func TestConcurrencyZeroMeansDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Concurrency != 16 || c.RunConcurrency != 4 {
-		t.Errorf("concurrency %d, run concurrency %d; want the defaults 16 and 4", c.Concurrency, c.RunConcurrency)
+	if c.Concurrency != 64 || c.RunConcurrency != 4 || c.SaveConcurrency != 4 {
+		t.Errorf("concurrency %d, run concurrency %d, save concurrency %d; want the defaults 64, 4 and 4", c.Concurrency, c.RunConcurrency, c.SaveConcurrency)
 	}
-	for _, name := range []string{"PYRULA_CONCURRENCY", "PYRULA_RUN_CONCURRENCY"} {
+	for _, name := range []string{"PYRULA_CONCURRENCY", "PYRULA_RUN_CONCURRENCY", "PYRULA_SAVE_CONCURRENCY"} {
 		t.Setenv("PYRULA_CONCURRENCY", "0")
 		t.Setenv("PYRULA_RUN_CONCURRENCY", "0")
+		t.Setenv("PYRULA_SAVE_CONCURRENCY", "0")
 		t.Setenv(name, "-1")
 		_, err := worker.LoadConfig()
 		if code, _ := messages.CodeOf(err); code != messages.InvalidOverrides || !strings.Contains(err.Error(), name+":") {

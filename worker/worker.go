@@ -59,6 +59,7 @@ type Worker struct {
 	batch  batcher       // groups the per-message Valkey commands (batch.go)
 	spawn  spawner       // runs handlers on reused goroutines (spawn.go)
 	slots  chan struct{} // one token per message in flight
+	saves  chan struct{} // one token per save_case building a bundle
 	active inflight      // entry ids in flight
 	parked inflight      // entry ids left pending here after a failure, each keeping a slot
 	exec   *executor     // executes the runs stream
@@ -101,6 +102,7 @@ func New(cfg Config, p Params) (*Worker, error) {
 		cfg: cfg, log: log, reg: reg, metrics: m,
 		givenStore: p.Store, givenClient: p.Client,
 		slots:   make(chan struct{}, cfg.Concurrency),
+		saves:   make(chan struct{}, cfg.SaveConcurrency),
 		stopped: make(chan struct{}),
 	}, nil
 }
