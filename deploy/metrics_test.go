@@ -456,7 +456,7 @@ func TestLiveWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := newValkey(t, url, ns)
+	client := testenv.ValkeyClientAt(t, url, ns)
 	paths := probePaths(t, m)
 	w := startWorker(t, bin, env, paths["readinessProbe"])
 
@@ -623,37 +623,4 @@ func xinfoGroups(t *testing.T, c valkey.Client, stream string) []string {
 		names = append(names, name)
 	}
 	return names
-}
-
-// newValkey connects to the test Valkey and deletes the keys of namespace
-// ns at the end of the test.
-func newValkey(t *testing.T, url, ns string) valkey.Client {
-	t.Helper()
-	opt, err := valkey.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	client, err := valkey.NewClient(opt)
-	if err != nil {
-		t.Fatalf("connect to %s: %v", testenv.EnvValkeyURL, err)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		var cursor uint64
-		for {
-			se, err := client.Do(ctx, client.B().Scan().Cursor(cursor).Match(ns+":*").Count(1000).Build()).AsScanEntry()
-			if err != nil {
-				break
-			}
-			for _, k := range se.Elements {
-				client.Do(ctx, client.B().Del().Key(k).Build())
-			}
-			if cursor = se.Cursor; cursor == 0 {
-				break
-			}
-		}
-		client.Close()
-	})
-	return client
 }

@@ -128,7 +128,7 @@ func TestSIGKILLWhileHandlingAMessage(t *testing.T) {
 			t.Fatalf("migrate\n%s", r)
 		}
 		ns := testenv.UniqueName(t, "wfault")
-		client := newValkey(t, url, ns)
+		client := testenv.ValkeyClientAt(t, url, ns)
 		hash, release := lockedBundle(t, dsn)
 		env := []string{"PYRULA_FIXTURE_STORE=" + dsn, "PYRULA_CLAIM_IDLE=500ms"}
 		a := startReady(t, workerEnv(url, ns, "a", env...)...)
@@ -177,7 +177,7 @@ func TestSIGKILLWhileHandlingAMessage(t *testing.T) {
 	// killed while it has messages in flight.
 	t.Run("burst", func(t *testing.T) {
 		ns := testenv.UniqueName(t, "wfault")
-		client := newValkey(t, url, ns)
+		client := testenv.ValkeyClientAt(t, url, ns)
 		env := []string{"PYRULA_FIXTURE_STORE=memory:", "PYRULA_CLAIM_IDLE=500ms", "PYRULA_RUN_LEASE=2s"}
 		a := startReady(t, workerEnv(url, ns, "a", env...)...)
 		startReady(t, workerEnv(url, ns, "b", env...)...)
@@ -202,7 +202,7 @@ func TestSIGKILLWhileHandlingAMessage(t *testing.T) {
 func TestSIGKILLInTheMiddleOfARun(t *testing.T) {
 	url := testenv.ValkeyURL(t)
 	ns := testenv.UniqueName(t, "wfault")
-	client := newValkey(t, url, ns)
+	client := testenv.ValkeyClientAt(t, url, ns)
 	env := []string{"PYRULA_FIXTURE_STORE=memory:", "PYRULA_CLAIM_IDLE=500ms", "PYRULA_RUN_LEASE=2s"}
 	workers := map[string]*daemon{
 		"a": startReady(t, workerEnv(url, ns, "a", env...)...),
@@ -271,7 +271,7 @@ func TestRedisRestartWithMessagesInFlight(t *testing.T) {
 	srv := startPrivateRedis(t)
 	url := srv.url()
 	ns := testenv.UniqueName(t, "wfault")
-	client := newValkey(t, url, ns)
+	client := testenv.ValkeyClientAt(t, url, ns)
 	// MAX_DELIVERIES is high: a message that fails while Redis is down is
 	// retried, not dead-lettered.
 	env := []string{"PYRULA_FIXTURE_STORE=memory:", "PYRULA_CLAIM_IDLE=500ms", "PYRULA_RUN_LEASE=2s", "PYRULA_MAX_DELIVERIES=20"}
@@ -307,7 +307,7 @@ func TestRedisRestartWithMessagesInFlight(t *testing.T) {
 func TestStoreFailsUntilDeadLettered(t *testing.T) {
 	url := testenv.ValkeyURL(t)
 	ns := testenv.UniqueName(t, "wfault")
-	client := newValkey(t, url, ns)
+	client := testenv.ValkeyClientAt(t, url, ns)
 	dir := filepath.Join(t.TempDir(), "store")
 	const maxDeliveries = 3
 	startReady(t, workerEnv(url, ns, "a", "PYRULA_FIXTURE_STORE="+dir,
@@ -412,7 +412,7 @@ func TestStoreFailsUntilDeadLettered(t *testing.T) {
 func TestSIGTERMDuringABurst(t *testing.T) {
 	url := testenv.ValkeyURL(t)
 	ns := testenv.UniqueName(t, "wfault")
-	client := newValkey(t, url, ns)
+	client := testenv.ValkeyClientAt(t, url, ns)
 	const grace = 10 * time.Second
 	env := []string{"PYRULA_FIXTURE_STORE=memory:", "PYRULA_CLAIM_IDLE=500ms", "PYRULA_RUN_LEASE=2s",
 		"PYRULA_SHUTDOWN_GRACE=" + grace.String()}
@@ -451,7 +451,7 @@ func TestSIGTERMDuringABurst(t *testing.T) {
 func TestDuplicateRunsEntryExecutesOnce(t *testing.T) {
 	url := testenv.ValkeyURL(t)
 	ns := testenv.UniqueName(t, "wfault")
-	client := newValkey(t, url, ns)
+	client := testenv.ValkeyClientAt(t, url, ns)
 	d := startReady(t, workerEnv(url, ns, "a", "PYRULA_FIXTURE_STORE=memory:",
 		"PYRULA_CLAIM_IDLE=500ms", "PYRULA_RUN_LEASE=2s", "PYRULA_RUN_CONCURRENCY=2")...)
 	stream, replies := ns+":case-messages", ns+":case-replies"

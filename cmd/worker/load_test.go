@@ -26,7 +26,7 @@ const loadMessages = 2000
 func TestLoad(t *testing.T) {
 	url := testenv.ValkeyURL(t)
 	ns := testenv.UniqueName(t, "wload")
-	client := newValkey(t, url, ns)
+	client := testenv.ValkeyClientAt(t, url, ns)
 	dir := filepath.Join(t.TempDir(), "store")
 	env := []string{"PYRULA_FIXTURE_STORE=" + dir, "PYRULA_CLAIM_IDLE=2s", "PYRULA_RUN_LEASE=5s"}
 	workers := make([]*daemon, 3)

@@ -461,43 +461,10 @@ func readReplies(t *testing.T, c valkey.Client, stream, after string, want int, 
 	return out, after
 }
 
-// newValkey connects to the test Valkey and removes the keys of namespace
-// ns at the end of the test.
-func newValkey(t *testing.T, url, ns string) valkey.Client {
-	t.Helper()
-	opt, err := valkey.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DisableCache = true
-	client, err := valkey.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		var cursor uint64
-		for {
-			se, err := client.Do(ctx, client.B().Scan().Cursor(cursor).Match(ns+":*").Count(1000).Build()).AsScanEntry()
-			if err != nil {
-				break
-			}
-			for _, k := range se.Elements {
-				client.Do(ctx, client.B().Del().Key(k).Build())
-			}
-			if cursor = se.Cursor; cursor == 0 {
-				break
-			}
-		}
-		client.Close()
-	})
-	return client
-}
-
 func TestServeHandlesMessagesAndStopsOnSIGTERM(t *testing.T) {
 	url := testenv.ValkeyURL(t)
 	ns := testenv.UniqueName(t, "wtest")
-	client := newValkey(t, url, ns)
+	client := testenv.ValkeyClientAt(t, url, ns)
 	const grace = 5 * time.Second
 	caseStream, replyStream := ns+":case-messages", ns+":case-replies"
 	d := startDaemon(t,
@@ -694,7 +661,7 @@ func TestSIGTERMWithAMessageInFlight(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			ns := testenv.UniqueName(t, "wtest")
-			client := newValkey(t, url, ns)
+			client := testenv.ValkeyClientAt(t, url, ns)
 			hash, release := lockedBundle(t, dsn)
 			const grace = 3 * time.Second
 			caseStream, replyStream := ns+":case-messages", ns+":case-replies"
