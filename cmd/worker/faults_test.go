@@ -363,11 +363,17 @@ func TestStoreFailsUntilDeadLettered(t *testing.T) {
 	}
 
 	// The dead letters: each message once, with the store's error and the
-	// number of deliveries.
-	dead, err := client.Do(t.Context(), client.B().Xrange().Key(stream+":dead").Start("-").End("+").Build()).AsXRange()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// number of deliveries. A dead-lettered message's reply is published
+	// before its dead-letter entry and its ack, so wait for those too.
+	var dead []valkey.XRangeEntry
+	eventually(t, 10*time.Second, "the dead letters and their acks", func() bool {
+		var err error
+		dead, err = client.Do(t.Context(), client.B().Xrange().Key(stream+":dead").Start("-").End("+").Build()).AsXRange()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(dead) >= len(msgs) && pendingCount(t, client, stream, "case-workers") == 0
+	})
 	byID := map[string]int{}
 	for _, e := range dead {
 		var env envelope
