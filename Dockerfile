@@ -19,7 +19,7 @@ COPY . .
 # and the pyrula_version of saved bundles.
 ARG VERSION=dev
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/pyrula/caseworker/internal/version.Version=${VERSION}" -o /out/ ./cmd/worker ./cmd/pyrula
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/pyrula/caseworker/version.Version=${VERSION}" -o /out/ ./cmd/worker ./cmd/pyrula
 RUN test "$(/out/worker version)" = "${VERSION}"
 
 # Static binaries need no libc: distroless/static has CA certificates,

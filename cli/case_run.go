@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -19,7 +20,7 @@ import (
 // caseRunFlags are the flags of `case run`.
 type caseRunFlags struct {
 	target, supply, prices, model, promptFile, runID string
-	llmRef, depsRef, appDir                          string
+	llmRef, depsRef, appDir, events                  string
 	inputs, allow                                    []string
 	fromStart, replayOnly, values                    bool
 	liveBudget                                       int
@@ -42,7 +43,10 @@ write_not_allowed or replay_diverged (exit 3).
 Prints one {"type":"call"} line per new post-fork call and one
 {"type":"outcome"} line. The run's journal is in memory. Exit 0 complete,
 2 refused before start, 3 the run failed, was cancelled, suspended, or
-(--replay-only) left recorded calls unconsumed, 1 invalid input.`,
+(--replay-only) left recorded calls unconsumed, 1 invalid input.
+--events FILE keeps the case run's own journal events (call:start,
+call:done with provenance, case:call, case:outcome, the terminal event) as
+JSON lines for inspection.`,
 		Args: exactArgs("CASE"),
 	}
 	c.RunE = a.run(func(ctx context.Context, args []string) error {
@@ -62,6 +66,7 @@ Prints one {"type":"call"} line per new post-fork call and one
 	fl.StringVar(&f.promptFile, "prompt-file", "", "run the agent's model calls with this file as system prompt")
 	fl.BoolVar(&f.values, "values", false, "include call values and the result in the output")
 	fl.StringVar(&f.runID, "run-id", "", "the new run's id (default a new case_<hex>)")
+	fl.StringVar(&f.events, "events", "", "also write the case run's own journal events to this file, as JSON lines")
 	fl.StringVar(&f.llmRef, "llm-ref", "", "not supported: model clients are registered in the binary")
 	fl.StringVar(&f.depsRef, "deps-ref", "", "not supported: dependencies are registered in the binary")
 	fl.StringVar(&f.appDir, "app-dir", "", "not supported: targets are registered in the binary")
@@ -77,7 +82,8 @@ func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseR
 			return fmt.Errorf("case run: --%s is not supported: targets, model clients and dependencies are registered in the binary (see %s targets)", n, a.name())
 		}
 	}
-	p := replay.Params{Registry: a.registry(), Log: flow.NewMemLog(), Target: f.target, RunID: f.runID}
+	memLog := flow.NewMemLog()
+	p := replay.Params{Registry: a.registry(), Log: memLog, Target: f.target, RunID: f.runID}
 	o := &p.Options
 	o.FromStart, o.ReplayOnly, o.Values, o.AllowWrite, o.Model = f.fromStart, f.replayOnly, f.values, f.allow, f.model
 	var err error
@@ -143,6 +149,11 @@ func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseR
 	if err != nil {
 		return err
 	}
+	if f.events != "" {
+		if err := writeEvents(f.events, memLog.EventsJSON(p.RunID)); err != nil {
+			return fmt.Errorf("case run: --events: %w", err)
+		}
+	}
 	status := rep.ExitStatus()
 	if status == messages.ExitRefused {
 		out := rep.Outcome
@@ -198,6 +209,19 @@ func (a *app) loadCase(ctx context.Context, arg string) (*bundle.Canonical, erro
 		return err
 	})
 	return cb, err
+}
+
+// writeEvents writes events as JSON lines to path, atomically.
+func writeEvents(path string, events []json.RawMessage) error {
+	_, err := writeFileAtomic(path, exportPerm, func(w io.Writer) error {
+		for _, line := range events {
+			if _, err := fmt.Fprintf(w, "%s\n", line); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return err
 }
 
 // readLimited reads a file of at most limit bytes.

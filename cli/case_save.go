@@ -7,11 +7,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pyrula/caseworker/bundle"
-	"github.com/pyrula/caseworker/internal/version"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/capture"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/store"
+	"github.com/pyrula/caseworker/version"
 )
 
 // saveCmd is `case save TARGET RUN_ID [--fork-after-seq N] [--kind K]`.

@@ -17,7 +17,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,9 +29,11 @@ import (
 	"github.com/pyrula/caseworker/messages"
 )
 
-// Options configure the command tree. The zero value is pyrula's own CLI; a
-// user's binary sets the fields it needs (later issues add the registration
-// of the binary's targets here, so that adding one changes no signature).
+// Options configure the command tree. The zero value is a CLI with no
+// targets (the case store commands still work); a user's binary sets
+// Register to its own registration function:
+//
+//	os.Exit(cli.Options{Register: flows.Register}.Run())
 type Options struct {
 	// Name is the program name used in usage lines and help ("pyrula" when
 	// empty).
@@ -36,9 +41,23 @@ type Options struct {
 	// Now is the clock gc uses to decide which bundles are new (time.Now
 	// when nil).
 	Now func() time.Time
-	// Registry holds the binary's targets, for run, targets and case save
-	// (none when nil). cmd/pyrula registers the example targets.
+	// Register registers the binary's targets. Main calls it on a new
+	// registry before any command runs; its error, or a bad registration
+	// found by flow.Registry.Check, stops the binary with one "error:" line
+	// naming the target (exit 1).
+	Register func(*flow.Registry) error
+	// Registry holds targets registered beforehand; Register, when set,
+	// adds to it. Either may be nil.
 	Registry *flow.Registry
+}
+
+// Run runs the command tree on the process: os.Args, the environment,
+// stdin, stdout and stderr, with a context that ends on SIGINT or SIGTERM.
+// It returns the exit status for os.Exit (see Main).
+func (o Options) Run() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return o.Main(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 }
 
 // Main runs pyrula's CLI with args (without the program name) and returns
@@ -65,6 +84,12 @@ func (o Options) Main(ctx context.Context, args []string, getenv func(string) st
 		stdin = strings.NewReader("")
 	}
 	a := &app{opts: o, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	reg, err := o.registry()
+	if err != nil {
+		fmt.Fprintf(stderr, "error: %s\n", Redact(oneLine(err.Error())))
+		return messages.ExitError
+	}
+	a.reg = reg
 	root := a.rootCmd()
 	root.SetArgs(append([]string{}, args...)) // never nil: cobra would read os.Args
 	root.SetIn(stdin)
@@ -127,10 +152,31 @@ type app struct {
 	stdout io.Writer
 	stderr io.Writer
 
+	// reg is the checked registry of the binary's targets.
+	reg *flow.Registry
+
 	// fixtureStore is the --fixture-store flag of the case commands.
 	fixtureStore string
 	// namespace is the --namespace flag of the journal commands.
 	namespace string
+}
+
+// registry builds the binary's registry: Registry (or a new one), then
+// Register, then Check.
+func (o Options) registry() (*flow.Registry, error) {
+	reg := o.Registry
+	if reg == nil {
+		reg = flow.NewRegistry()
+	}
+	if o.Register != nil {
+		if err := o.Register(reg); err != nil {
+			return nil, fmt.Errorf("register targets: %w", err)
+		}
+	}
+	if err := reg.Check(); err != nil {
+		return nil, fmt.Errorf("register targets: %w", err)
+	}
+	return reg, nil
 }
 
 // name is the program name.
@@ -169,7 +215,7 @@ error (one "error:" line on stderr).`,
 		},
 	}
 	root.SetFlagErrorFunc(flagError)
-	root.AddCommand(a.caseCmd(), a.runCmd(), a.targetsCmd(), a.eventsCmd(), a.dbCmd(), a.enqueueCmd())
+	root.AddCommand(a.caseCmd(), a.devCmd(), a.runCmd(), a.targetsCmd(), a.eventsCmd(), a.dbCmd(), a.enqueueCmd())
 	return root
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/journallog"
 	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/journal/capture"
 	"github.com/pyrula/caseworker/journal/pgarchive"
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
 	"github.com/pyrula/caseworker/messages"
@@ -42,12 +43,7 @@ func (a *app) journalFlags(c *cobra.Command) {
 
 // registry is the binary's registry of targets (empty when it registers
 // none).
-func (a *app) registry() *flow.Registry {
-	if a.opts.Registry != nil {
-		return a.opts.Registry
-	}
-	return flow.NewRegistry()
-}
+func (a *app) registry() *flow.Registry { return a.reg }
 
 // withJournal opens the run journal the environment names: Valkey at
 // PYRULA_VALKEY_URL (default redis://127.0.0.1:6379/0) under --namespace /
@@ -234,39 +230,70 @@ accepts with their defaults.`,
 	}
 }
 
-// eventsCmd is `events RUN_ID`: the run's events as JSON lines.
+// eventsCmd is `events RUN_ID [--fork-points]`: the run's events as JSON
+// lines, or which of their run_seq values are fork points.
 func (a *app) eventsCmd() *cobra.Command {
+	var forks bool
 	c := &cobra.Command{
 		Use:   "events RUN_ID",
 		Short: "Print a run's events, to pick a fork point",
 		Long: `Prints the run's events as JSON lines in run_seq order, from Valkey or,
 once the run has left it, from the PostgreSQL archive. --fork-after-seq of
-case save takes a run_seq.`,
+case save takes a run_seq.
+
+With --fork-points, prints one line per event instead: run_seq, kind, call
+(kind:key, for call events), fork_point (true when case save
+--fork-after-seq RUN_SEQ would accept it) and why (for the others: the calls
+in flight at that point, or done without a recorded result).`,
 		Args: exactArgs("RUN_ID"),
 		RunE: a.run(func(ctx context.Context, args []string) error {
 			return a.withJournal(ctx, func(j journal.Journal) error {
-				events, _, err := j.Events(ctx, args[0])
-				if errors.Is(err, journal.ErrRunNotFound) {
-					return fmt.Errorf("events: run %s is in neither Valkey (namespace %s) nor the archive", args[0], j.Namespace())
-				}
-				if err != nil {
-					return err
-				}
-				for _, e := range events {
-					raw, err := e.JSON()
-					if err != nil {
-						return err
-					}
-					if _, err := fmt.Fprintf(a.stdout, "%s\n", raw); err != nil {
-						return err
-					}
-				}
-				return nil
+				return a.printEvents(ctx, j, args[0], forks)
 			})
 		}),
 	}
+	c.Flags().BoolVar(&forks, "fork-points", false, "say which run_seq values are valid --fork-after-seq points, and why the others are not")
 	a.journalFlags(c)
 	return c
+}
+
+// printEvents prints run runID's events, or its fork points.
+func (a *app) printEvents(ctx context.Context, j journal.Journal, runID string, forks bool) error {
+	notFound := func() error {
+		return fmt.Errorf("events: run %s is in neither Valkey (namespace %s) nor the archive", runID, j.Namespace())
+	}
+	if forks {
+		r, err := j.Run(ctx, runID)
+		if errors.Is(err, journal.ErrRunNotFound) {
+			return notFound()
+		}
+		if err != nil {
+			return err
+		}
+		for _, fp := range capture.ForkPoints(r) {
+			if err := a.emit(fp); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	events, _, err := j.Events(ctx, runID)
+	if errors.Is(err, journal.ErrRunNotFound) {
+		return notFound()
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range events {
+		raw, err := e.JSON()
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(a.stdout, "%s\n", raw); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // dbCmd is `db migrate`.

@@ -789,7 +789,7 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf("the Dockerfile's go build lacks %s: %q", want, build)
 		}
 	}
-	if !strings.Contains(strings.Join(build, " "), "-X github.com/pyrula/caseworker/internal/version.Version=${VERSION}") {
+	if !strings.Contains(strings.Join(build, " "), "-X github.com/pyrula/caseworker/version.Version=${VERSION}") {
 		t.Errorf("the Dockerfile's go build does not stamp the version: %q", build)
 	}
 	script, err := os.ReadFile("../scripts/test")

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/messages"
 )
 
@@ -85,7 +84,8 @@ func Step[I, O any](ctx context.Context, name string, input I, fn func(ctx conte
 }
 
 // StepDef is a step defined once with its name, effect and function, so the
-// same definition serves calls (Call) and registration (Spec).
+// same definition serves calls (Call) and registration (it is a Decl: put it
+// in the target's Steps).
 type StepDef[I, O any] struct {
 	name   string
 	effect Effect
@@ -105,8 +105,9 @@ func (s StepDef[I, O]) Call(ctx context.Context, input I) (O, error) {
 // Name returns the step's name.
 func (s StepDef[I, O]) Name() string { return s.name }
 
-// Spec returns the step's registration entry.
-func (s StepDef[I, O]) Spec() bundle.Step { return StepSpec(s.name, s.effect) }
+func (s StepDef[I, O]) declaration() declaration {
+	return declaration{name: s.name, effect: s.effect}
+}
 
 // sleepInput is a sleep's input: {"seconds": d}.
 type sleepInput struct {
@@ -272,6 +273,9 @@ func SendSignal(ctx context.Context, p SignalParams) error {
 	if err != nil {
 		return err
 	}
+	if err := r.t.checkDeclared(stepSigSend, p.Name); err != nil {
+		return r.stopf(messages.RuntimeError, "%v", err)
+	}
 	s := callSpec{kind: KindStep, counter: "step:" + stepSigSend, prefix: stepSigSend + ":", name: p.Name,
 		effect: Write, input: p, tokenIsKey: true}
 	return r.call(ctx, s, func(ctx context.Context, _ Call, _ time.Time) (any, error) {
@@ -355,6 +359,9 @@ func Child[O any](ctx context.Context, p ChildParams) (O, error) {
 	if err != nil {
 		return out, err
 	}
+	if err := r.t.checkDeclared(stepChild, p.Target); err != nil {
+		return out, r.stopf(messages.RuntimeError, "%v", err)
+	}
 	s := callSpec{kind: KindStep, counter: "step:" + stepChild, prefix: stepChild + ":", name: p.Target,
 		effect: Write, input: p, tokenIsKey: true}
 	err = r.call(ctx, s, func(ctx context.Context, c Call, _ time.Time) (any, error) {
@@ -382,6 +389,9 @@ func Gather[O any](ctx context.Context, id string, children []ChildParams) ([]O,
 	}
 	if id == "" {
 		return out, r.stopf(messages.RuntimeError, "a gather needs an id")
+	}
+	if err := r.t.checkDeclared(stepGather, id); err != nil {
+		return out, r.stopf(messages.RuntimeError, "%v", err)
 	}
 	if children == nil {
 		children = []ChildParams{}

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/messages"
 )
@@ -49,7 +48,8 @@ func TestCanonicalAnswers(t *testing.T) {
 				B string `json:"b"`
 			}
 			mustRegister(t, flow.RegisterWorkflow(reg, flow.Workflow[none, out]{
-				Name: "w", Steps: []bundle.Step{flow.StepSpec("get", flow.Read), flow.StepSpec("live", flow.Read)},
+				CodeVersion: "test/v1",
+				Name:        "w", Steps: []flow.Decl{flow.DeclareStep("get", flow.Read), flow.DeclareStep("live", flow.Read)},
 				Run: func(ctx context.Context, _ none) (out, error) {
 					got, err := flow.Step(ctx, "get", 1, func(context.Context, int) (out, error) { return out{}, nil })
 					if err != nil {

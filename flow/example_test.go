@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/flowtest"
 )
@@ -23,7 +22,7 @@ func Example() {
 		Name:        "price",
 		CodeVersion: "v1",
 		Defaults:    Inputs{SKU: "SKU-42"},
-		Steps:       []bundle.Step{quote.Spec()},
+		Steps:       []flow.Decl{quote},
 		Run: func(ctx context.Context, in Inputs) (int, error) {
 			p, err := quote.Call(ctx, in.SKU)
 			if err != nil {

@@ -3,7 +3,9 @@ package flow_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,7 +31,7 @@ type none struct{}
 
 func registerLeaf(t *testing.T, reg *flow.Registry) {
 	t.Helper()
-	mustRegister(t, flow.RegisterWorkflow(reg, flow.Workflow[map[string]int, int]{
+	mustRegister(t, flow.RegisterWorkflow(reg, flow.Workflow[map[string]int, int]{CodeVersion: "test/v1",
 		Name: "leaf", Defaults: map[string]int{"x": 1},
 		Run: func(ctx context.Context, in map[string]int) (int, error) { return in["x"] * 10, nil },
 	}))
@@ -41,8 +43,8 @@ func registerEverything(t *testing.T, reg *flow.Registry) {
 	id := func(_ context.Context, in any) (any, error) { return in, nil }
 	mustRegister(t, flow.RegisterWorkflow(reg, flow.Workflow[none, []any]{
 		Name: "everything", CodeVersion: "v1",
-		Steps: []bundle.Step{flow.StepSpec("lookup", flow.Read), flow.SigSendSpec(0, "go"), flow.ChildSpec(0, "leaf"),
-			flow.ChildSpec(1, "leaf"), flow.GatherSpec("fan")},
+		Steps: []flow.Decl{flow.DeclareStep("lookup", flow.Read), flow.DeclareSignalSend("go"), flow.DeclareChild("leaf"),
+			flow.DeclareChild("leaf"), flow.DeclareGather("fan")},
 		Run: func(ctx context.Context, _ none) ([]any, error) {
 			var out []any
 			keep := func(v any, err error) {
@@ -93,7 +95,7 @@ func (s scriptedModel) Call(_ context.Context, req flow.ModelRequest) (flow.Mode
 
 func registerAgentAll(t *testing.T, reg *flow.Registry) {
 	t.Helper()
-	mustRegister(t, flow.RegisterAgent(reg, flow.Agent[map[string]string, string]{
+	mustRegister(t, flow.RegisterAgent(reg, flow.Agent[map[string]string, string]{CodeVersion: "test/v1",
 		Name: "sub", Model: "m-sub", Defaults: map[string]string{"q": "?"},
 		Client: scriptedModel{},
 		Run: func(ctx context.Context, in map[string]string) (string, error) {
@@ -103,7 +105,7 @@ func registerAgentAll(t *testing.T, reg *flow.Registry) {
 	}))
 	get := flow.NewTool("get", "read", func(_ context.Context, in map[string]string) (string, error) { return "got " + in["k"], nil }).ReadOnly()
 	put := flow.NewTool("put", "write", func(_ context.Context, in map[string]string) (bool, error) { return true, nil })
-	mustRegister(t, flow.RegisterAgent(reg, flow.Agent[map[string]string, string]{
+	mustRegister(t, flow.RegisterAgent(reg, flow.Agent[map[string]string, string]{CodeVersion: "test/v1",
 		Name: "agent_all", Model: "m-1", System: "be brief", Defaults: map[string]string{"q": "hello"},
 		Tools: []flow.ToolDef{get, put, flow.SubAgentTool("ask_sub", "sub-agent", "sub")},
 		Client: scriptedModel{{Role: "assistant", Content: []flow.Block{
@@ -280,22 +282,67 @@ func TestRegistration(t *testing.T) {
 		name string
 		err  error
 	}{
-		{"duplicate", flow.RegisterWorkflow(reg, flow.Workflow[none, int]{Name: "leaf", Run: run})},
-		{"no name", flow.RegisterWorkflow(reg, flow.Workflow[none, int]{Run: run})},
-		{"no run", flow.RegisterWorkflow(reg, flow.Workflow[none, int]{Name: "x"})},
-		{"defaults not an object", flow.RegisterWorkflow(reg, flow.Workflow[int, int]{Name: "x", Run: func(context.Context, int) (int, error) { return 0, nil }})},
-		{"reserved step", flow.RegisterWorkflow(reg, flow.Workflow[none, int]{Name: "x", Run: run, Steps: []bundle.Step{flow.StepSpec("child", flow.Write)}})},
-		{"bad effect", flow.RegisterWorkflow(reg, flow.Workflow[none, int]{Name: "x", Run: run, Steps: []bundle.Step{flow.StepSpec("a", "delete")}})},
-		{"duplicate step", flow.RegisterWorkflow(reg, flow.Workflow[none, int]{Name: "x", Run: run, Steps: []bundle.Step{flow.StepSpec("a", flow.Read), flow.StepSpec("a", flow.Read)}})},
-		{"read child", flow.RegisterWorkflow(reg, flow.Workflow[none, int]{Name: "x", Run: run, Steps: []bundle.Step{{ID: "child:0", Name: "leaf", Effect: "read"}}})},
-		{"agent without model", flow.RegisterAgent(reg, flow.Agent[none, int]{Name: "x", Run: run})},
-		{"tool twice", flow.RegisterAgent(reg, flow.Agent[none, int]{Name: "x", Model: "m", Run: run,
+		{"duplicate", flow.RegisterWorkflow(reg, flow.Workflow[none, int]{Name: "leaf", CodeVersion: "v", Run: run})},
+		{"no name", flow.RegisterWorkflow(reg, flow.Workflow[none, int]{CodeVersion: "v", Run: run})},
+		{"no code version", flow.RegisterWorkflow(reg, flow.Workflow[none, int]{Name: "x", Run: run})},
+		{"no run", flow.RegisterWorkflow(reg, flow.Workflow[none, int]{Name: "x", CodeVersion: "v"})},
+		{"defaults not an object", flow.RegisterWorkflow(reg, flow.Workflow[int, int]{Name: "x", CodeVersion: "v", Run: func(context.Context, int) (int, error) { return 0, nil }})},
+		{"reserved step", flow.RegisterWorkflow(reg, flow.Workflow[none, int]{Name: "x", CodeVersion: "v", Run: run, Steps: []flow.Decl{flow.DeclareStep("child", flow.Write)}})},
+		{"bad effect", flow.RegisterWorkflow(reg, flow.Workflow[none, int]{Name: "x", CodeVersion: "v", Run: run, Steps: []flow.Decl{flow.DeclareStep("a", "delete")}})},
+		{"duplicate step", flow.RegisterWorkflow(reg, flow.Workflow[none, int]{Name: "x", CodeVersion: "v", Run: run, Steps: []flow.Decl{flow.DeclareStep("a", flow.Read), flow.DeclareStep("a", flow.Read)}})},
+		{"nil declaration", flow.RegisterWorkflow(reg, flow.Workflow[none, int]{Name: "x", CodeVersion: "v", Run: run, Steps: []flow.Decl{nil}})},
+		{"child without target", flow.RegisterWorkflow(reg, flow.Workflow[none, int]{Name: "x", CodeVersion: "v", Run: run, Steps: []flow.Decl{flow.DeclareChild("")}})},
+		{"agent without model", flow.RegisterAgent(reg, flow.Agent[none, int]{Name: "x", CodeVersion: "v", Run: run})},
+		{"tool twice", flow.RegisterAgent(reg, flow.Agent[none, int]{Name: "x", CodeVersion: "v", Model: "m", Run: run,
 			Tools: []flow.ToolDef{flow.SubAgentTool("t", "", "sub"), flow.SubAgentTool("t", "", "sub")}})},
-		{"zero tool", flow.RegisterAgent(reg, flow.Agent[none, int]{Name: "x", Model: "m", Run: run, Tools: []flow.ToolDef{{}}})},
+		{"zero tool", flow.RegisterAgent(reg, flow.Agent[none, int]{Name: "x", CodeVersion: "v", Model: "m", Run: run, Tools: []flow.ToolDef{{}}})},
 	}
 	for _, b := range bad {
 		if b.err == nil {
 			t.Errorf("%s: registered", b.name)
+		} else if !errors.Is(b.err, flow.ErrInvalidTarget) && !errors.Is(b.err, flow.ErrDuplicateTarget) {
+			t.Errorf("%s: %v is neither ErrInvalidTarget nor ErrDuplicateTarget", b.name, b.err)
 		}
 	}
+	if err := reg.Check(); err != nil {
+		t.Errorf("Check of a good registry: %v", err)
+	}
+}
+
+// TestCheckNamesTheTarget checks that Registry.Check finds the references
+// registration alone cannot: child runs and sub-agents of targets that are
+// not registered (or not agents), in one line naming the target.
+func TestCheckNamesTheTarget(t *testing.T) {
+	t.Parallel()
+	reg := flow.NewRegistry()
+	run := func(context.Context, none) (int, error) { return 0, nil }
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(flow.RegisterWorkflow(reg, flow.Workflow[none, int]{Name: "parent", CodeVersion: "v", Run: run,
+		Steps: []flow.Decl{flow.DeclareChild("missing_child")}}))
+	must(flow.RegisterWorkflow(reg, flow.Workflow[none, int]{Name: "plain", CodeVersion: "v", Run: run}))
+	must(flow.RegisterAgent(reg, flow.Agent[none, int]{Name: "boss", CodeVersion: "v", Model: "m", Run: run,
+		Tools: []flow.ToolDef{flow.SubAgentTool("ask", "", "nobody"), flow.SubAgentTool("wf", "", "plain")}}))
+	err := reg.Check()
+	if !errors.Is(err, flow.ErrInvalidTarget) {
+		t.Fatalf("Check: %v, want ErrInvalidTarget", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		`parent: declared child target "missing_child" is not registered`,
+		`boss: sub-agent tool ask runs "nobody", which is not registered`,
+		`boss: sub-agent tool wf runs "plain", which is a workflow, not an agent`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Check: %q lacks %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "\n") {
+		t.Errorf("Check: %q is not one line", msg)
+	}
+
 }

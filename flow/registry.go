@@ -30,18 +30,23 @@ func NewRegistry() *Registry { return &Registry{targets: make(map[string]*target
 type Workflow[I, O any] struct {
 	// Name is the target's name; required, unique in the registry.
 	Name string
-	// CodeVersion names the code, e.g. "git:3f9a1c2"; written on run:start.
+	// CodeVersion names the code, e.g. "git:3f9a1c2"; required, written on
+	// run:start and into saved cases, so a case says which code recorded it.
 	CodeVersion string
 	// Defaults are the inputs' defaults. Encoded as JSON they must be an
 	// object; its keys are the inputs the target accepts (every input needs
 	// a default, so do not use omitempty), and a run with no inputs runs on
 	// these values.
 	Defaults I
-	// Steps are registration.steps: every step id the target may call, with
-	// its effect. Build them with StepSpec (or StepDef.Spec), ChildSpec,
-	// SigSendSpec and GatherSpec. A step call that gives no effect takes the
-	// one declared here, else Write.
-	Steps []bundle.Step
+	// Steps declare what the body calls, for registration.steps: steps
+	// (a StepDef, or DeclareStep for a Step called inline), child runs
+	// (DeclareChild), signal sends (DeclareSignalSend) and gathers
+	// (DeclareGather). Registration derives each entry's id: a step's is its
+	// name, the n-th declared child's "child:<n>" (declare children in the
+	// order the body starts them), likewise "sigsend:<n>", and a gather's
+	// "gather:<id>". A step call that gives no effect takes the one declared
+	// here, else Write.
+	Steps []Decl
 	// Run is the workflow's body.
 	Run func(ctx context.Context, in I) (O, error)
 }
@@ -51,7 +56,7 @@ type Workflow[I, O any] struct {
 type Agent[I, O any] struct {
 	// Name is the target's name; required, unique in the registry.
 	Name string
-	// CodeVersion names the code; written on run:start.
+	// CodeVersion names the code; required (see Workflow.CodeVersion).
 	CodeVersion string
 	// Model is the model id used when a model request names none; required.
 	Model string
@@ -64,8 +69,9 @@ type Agent[I, O any] struct {
 	Defaults I
 	// Tools are every tool the agent offers: registration.tools.
 	Tools []ToolDef
-	// Steps are the steps the agent's body calls (see Workflow.Steps).
-	Steps []bundle.Step
+	// Steps declare what the agent's body calls besides models and tools
+	// (see Workflow.Steps).
+	Steps []Decl
 	// Run is the agent's body.
 	Run func(ctx context.Context, in I) (O, error)
 }
@@ -95,6 +101,8 @@ type target struct {
 	stepEffects map[string]Effect
 	tools       map[string]*ToolDef
 	toolSpecs   []ToolSpec
+	children    []string            // targets of declared child runs, checked by Registry.Check
+	declared    map[string][]string // declared child targets, signal names and gather ids by kind
 	decode      func(json.RawMessage) (any, error)
 	run         func(ctx context.Context, in any) (any, error)
 }
@@ -137,12 +145,15 @@ func RegisterAgent[I, O any](r *Registry, a Agent[I, O]) error {
 	return r.add(t)
 }
 
-func newTarget[I, O any](name string, kind bundle.Kind, codeVersion string, defaults I, steps []bundle.Step, run func(context.Context, I) (O, error)) (*target, error) {
+func newTarget[I, O any](name string, kind bundle.Kind, codeVersion string, defaults I, steps []Decl, run func(context.Context, I) (O, error)) (*target, error) {
 	if name == "" {
 		return nil, fmt.Errorf("%w: a target needs a name", ErrInvalidTarget)
 	}
 	if run == nil {
 		return nil, fmt.Errorf("%w: %s: Run is nil", ErrInvalidTarget, name)
+	}
+	if codeVersion == "" {
+		return nil, fmt.Errorf("%w: %s: CodeVersion is required (a name of the code, such as git:3f9a1c2)", ErrInvalidTarget, name)
 	}
 	raw, err := json.Marshal(defaults)
 	if err != nil {
@@ -174,7 +185,32 @@ func newTarget[I, O any](name string, kind bundle.Kind, codeVersion string, defa
 		run: func(ctx context.Context, in any) (any, error) { return run(ctx, in.(I)) },
 	}
 	ids := make(map[string]bool)
-	for _, s := range steps {
+	counts := map[string]int{}
+	for i, d := range steps {
+		if d == nil {
+			return nil, fmt.Errorf("%w: %s: step declaration %d is nil", ErrInvalidTarget, name, i)
+		}
+		dl := d.declaration()
+		s := bundle.Step{ID: dl.name, Name: dl.name, Effect: string(dl.effect)}
+		switch dl.kind {
+		case stepChild, stepSigSend:
+			s = bundle.Step{ID: dl.kind + ":" + strconv.Itoa(counts[dl.kind]), Name: dl.name, Effect: string(Write)}
+			counts[dl.kind]++
+		case stepGather:
+			s = bundle.Step{ID: stepGather + ":" + dl.name, Name: dl.name, Effect: string(Write)}
+		}
+		if dl.kind == stepChild {
+			t.children = append(t.children, dl.name)
+		}
+		if dl.kind != "" {
+			if t.declared == nil {
+				t.declared = map[string][]string{}
+			}
+			t.declared[dl.kind] = append(t.declared[dl.kind], dl.name)
+		}
+		if dl.name == "" {
+			return nil, fmt.Errorf("%w: %s: step declaration %d has no name", ErrInvalidTarget, name, i)
+		}
 		if err := checkStepSpec(s); err != nil {
 			return nil, fmt.Errorf("%w: %s: %v", ErrInvalidTarget, name, err)
 		}
@@ -188,6 +224,20 @@ func newTarget[I, O any](name string, kind bundle.Kind, codeVersion string, defa
 		t.info.Registration.Steps = append(t.info.Registration.Steps, s)
 	}
 	return t, nil
+}
+
+// checkDeclared returns an error naming what to add to the target's Steps
+// when its body starts a child run of, sends a signal of, or gathers under
+// a name its registration does not declare. (More children of a declared
+// target than were declared, as a loop starts them, are allowed: their ids
+// continue the count.)
+func (t *target) checkDeclared(kind, name string) error {
+	if slices.Contains(t.declared[kind], name) {
+		return nil
+	}
+	decl := map[string]string{stepChild: "flow.DeclareChild", stepSigSend: "flow.DeclareSignalSend", stepGather: "flow.DeclareGather"}[kind]
+	what := map[string]string{stepChild: "a child run of", stepSigSend: "a signal send of", stepGather: "the gather"}[kind]
+	return fmt.Errorf("%s: %s %q is not declared: add %s(%q) to the target's Steps", t.info.Name, what, name, decl, name)
 }
 
 // Reserved step names: the ids of child runs, signal sends and gathers.
@@ -232,27 +282,46 @@ func checkStepSpec(s bundle.Step) error {
 	return checkStepName(s.Name)
 }
 
-// StepSpec is the registration entry of a step: {id: name, name, effect}.
-func StepSpec(name string, effect Effect) bundle.Step {
-	return bundle.Step{ID: name, Name: name, Effect: string(effect)}
+// Decl declares one thing a target's body calls, for its registration:
+// a StepDef, or what DeclareStep, DeclareChild, DeclareSignalSend and
+// DeclareGather return.
+type Decl interface {
+	declaration() declaration
 }
 
-// ChildSpec is the registration entry of the n-th child run (Child), which
-// runs target: {id: "child:<n>", name: target, effect: write}.
-func ChildSpec(n int, target string) bundle.Step {
-	return bundle.Step{ID: stepChild + ":" + strconv.Itoa(n), Name: target, Effect: string(Write)}
+// declaration is what a Decl declares: a step (kind ""), a child run, a
+// signal send or a gather.
+type declaration struct {
+	kind   string // "", stepChild, stepSigSend or stepGather
+	name   string // the step's name, child's target, signal's name or gather's id
+	effect Effect
 }
 
-// SigSendSpec is the registration entry of the n-th signal send
-// (SendSignal): {id: "sigsend:<n>", name: signal, effect: write}.
-func SigSendSpec(n int, signal string) bundle.Step {
-	return bundle.Step{ID: stepSigSend + ":" + strconv.Itoa(n), Name: signal, Effect: string(Write)}
+func (d declaration) declaration() declaration { return d }
+
+// DeclareStep declares a step called inline with Step: its name and
+// effect. A StepDef declares itself.
+func DeclareStep(name string, effect Effect) Decl {
+	return declaration{name: name, effect: effect}
 }
 
-// GatherSpec is the registration entry of the gather with the given id
-// (Gather): {id: "gather:<id>", name: id, effect: write}.
-func GatherSpec(id string) bundle.Step {
-	return bundle.Step{ID: stepGather + ":" + id, Name: id, Effect: string(Write)}
+// DeclareChild declares a child run of target (Child). The n-th child
+// declared gets the registration id "child:<n>", so declare children in the
+// order the body starts them.
+func DeclareChild(target string) Decl {
+	return declaration{kind: stepChild, name: target, effect: Write}
+}
+
+// DeclareSignalSend declares a send of signal (SendSignal), id
+// "sigsend:<n>" by declaration order.
+func DeclareSignalSend(signal string) Decl {
+	return declaration{kind: stepSigSend, name: signal, effect: Write}
+}
+
+// DeclareGather declares the gather with the given id (Gather), id
+// "gather:<id>".
+func DeclareGather(id string) Decl {
+	return declaration{kind: stepGather, name: id, effect: Write}
 }
 
 func (r *Registry) add(t *target) error {
@@ -294,6 +363,38 @@ func (r *Registry) Targets() []TargetInfo {
 		out[i] = r.targets[n].info
 	}
 	return out
+}
+
+// Check reports what registration alone could not: a declared child run of
+// a target that is not registered, or a sub-agent tool whose agent is not a
+// registered agent. The daemon and the CLI call it at start-up, so a bad
+// registration stops the binary with one line naming the target.
+func (r *Registry) Check() error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var problems []string
+	for _, name := range slices.Sorted(maps.Keys(r.targets)) {
+		t := r.targets[name]
+		for _, child := range t.children {
+			if r.targets[child] == nil {
+				problems = append(problems, fmt.Sprintf("%s: declared child target %q is not registered", name, child))
+			}
+		}
+		for _, tool := range slices.Sorted(maps.Keys(t.tools)) {
+			sub := t.tools[tool].subAgent
+			switch {
+			case sub == "":
+			case r.targets[sub] == nil:
+				problems = append(problems, fmt.Sprintf("%s: sub-agent tool %s runs %q, which is not registered", name, tool, sub))
+			case r.targets[sub].info.Kind != bundle.KindAgent:
+				problems = append(problems, fmt.Sprintf("%s: sub-agent tool %s runs %q, which is a workflow, not an agent", name, tool, sub))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrInvalidTarget, strings.Join(problems, "; "))
+	}
+	return nil
 }
 
 // inputs merges overrides into the target's defaults and checks that they

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/messages"
 )
@@ -61,7 +60,8 @@ func TestResolverLadder(t *testing.T) {
 	e := setup(t)
 	var ran atomic.Int64
 	mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, string]{
-		Name: "shop", Steps: []bundle.Step{flow.StepSpec("quote", flow.Read), flow.StepSpec("reserve", flow.Write)},
+		CodeVersion: "test/v1",
+		Name:        "shop", Steps: []flow.Decl{flow.DeclareStep("quote", flow.Read), flow.DeclareStep("reserve", flow.Write)},
 		Run: func(ctx context.Context, _ none) (string, error) {
 			q, err := flow.Step(ctx, "quote", "SKU", func(context.Context, string) (map[string]int, error) {
 				ran.Add(1)
@@ -157,7 +157,8 @@ func TestResolverWrongShapedAnswers(t *testing.T) {
 				return flow.Answer(json.RawMessage(tt.answer), "simulated"), nil
 			})))
 			mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, int]{
-				Name: "w", Run: func(ctx context.Context, _ none) (int, error) { return 0, tt.body(ctx) },
+				CodeVersion: "test/v1",
+				Name:        "w", Run: func(ctx context.Context, _ none) (int, error) { return 0, tt.body(ctx) },
 			}))
 			out := e.run(t, "r", "w")
 			if out.Code != messages.MissingContext || out.StopKey != tt.id || !strings.Contains(out.Message, "wrong shape") {
@@ -179,7 +180,8 @@ func TestModelOverridesAndAnswers(t *testing.T) {
 		return flow.Answer(json.RawMessage(`"plain text answer"`), "simulated"), nil
 	})))
 	mustRegister(t, flow.RegisterAgent(e.reg, flow.Agent[none, string]{
-		Name: "ag", Model: "m-default", System: "sys-default",
+		CodeVersion: "test/v1",
+		Name:        "ag", Model: "m-default", System: "sys-default",
 		Run: func(ctx context.Context, _ none) (string, error) {
 			r, err := flow.Model(ctx, flow.ModelRequest{Messages: []flow.Message{flow.UserText("hi")}})
 			return r.Text(), err
@@ -200,7 +202,8 @@ func TestModelOverridesAndAnswers(t *testing.T) {
 	// Live, with no model client anywhere: the run stops.
 	e2 := setup(t)
 	mustRegister(t, flow.RegisterAgent(e2.reg, flow.Agent[none, string]{
-		Name: "ag", Model: "m",
+		CodeVersion: "test/v1",
+		Name:        "ag", Model: "m",
 		Run: func(ctx context.Context, _ none) (string, error) {
 			_, err := flow.Model(ctx, flow.ModelRequest{})
 			return "", err

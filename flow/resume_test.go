@@ -36,7 +36,7 @@ func (w *abc) maybeCrash(ctx context.Context, step string) error {
 
 func (w *abc) register(t *testing.T, reg *flow.Registry) {
 	t.Helper()
-	mustRegister(t, flow.RegisterWorkflow(reg, flow.Workflow[map[string]int, []int]{
+	mustRegister(t, flow.RegisterWorkflow(reg, flow.Workflow[map[string]int, []int]{CodeVersion: "test/v1",
 		Name: "abc", Defaults: map[string]int{"x": 1},
 		Run: func(ctx context.Context, in map[string]int) ([]int, error) {
 			a, err := flow.Step(ctx, "a", in["x"], func(ctx context.Context, x int) (int, error) {

@@ -33,7 +33,7 @@ func TestNowRandomDeterministicAcrossResume(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	var w abc
-	mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, []string]{
+	mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, []string]{CodeVersion: "test/v1",
 		Name: "clocky",
 		Run: func(ctx context.Context, _ none) ([]string, error) {
 			now, err := flow.Now(ctx)
@@ -82,7 +82,8 @@ func TestSleepResumeWaitsRemainingTime(t *testing.T) {
 	e := setup(t, withManualClock())
 	var steps atomic.Int64
 	mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, string]{
-		Name: "sleepy",
+		CodeVersion: "test/v1",
+		Name:        "sleepy",
 		Run: func(ctx context.Context, _ none) (string, error) {
 			if _, err := flow.Step(ctx, "a", 0, func(context.Context, int) (int64, error) { return steps.Add(1), nil }); err != nil {
 				return "", err
@@ -132,7 +133,7 @@ func TestRecordedErrorsReplayAsErrors(t *testing.T) {
 	var runs atomic.Int64
 	var seen [][]*flow.CallError
 	var mu sync.Mutex
-	mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, []string]{
+	mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, []string]{CodeVersion: "test/v1",
 		Name: "errs",
 		Run: func(ctx context.Context, _ none) ([]string, error) {
 			_, err1 := flow.Step(ctx, "coupon", "SPRING-24", func(_ context.Context, c string) (int, error) {
@@ -184,7 +185,8 @@ func TestRecordedErrorsReplayAsErrors(t *testing.T) {
 func registerApproval(t *testing.T, reg *flow.Registry, a *atomic.Int64) {
 	t.Helper()
 	mustRegister(t, flow.RegisterWorkflow(reg, flow.Workflow[none, string]{
-		Name: "approval",
+		CodeVersion: "test/v1",
+		Name:        "approval",
 		Run: func(ctx context.Context, _ none) (string, error) {
 			if _, err := flow.Step(ctx, "a", 0, func(context.Context, int) (int64, error) { return a.Add(1), nil }); err != nil {
 				return "", err
@@ -233,7 +235,8 @@ func TestChildSuspensionSuspendsParent(t *testing.T) {
 	var a atomic.Int64
 	registerApproval(t, e.reg, &a)
 	mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, string]{
-		Name: "parent", Steps: []bundle.Step{flow.ChildSpec(0, "approval")},
+		CodeVersion: "test/v1",
+		Name:        "parent", Steps: []flow.Decl{flow.DeclareChild("approval")},
 		Run: func(ctx context.Context, _ none) (string, error) {
 			return flow.Child[string](ctx, flow.ChildParams{Target: "approval"})
 		},
@@ -255,7 +258,8 @@ func TestCancelWritesRunCancelled(t *testing.T) {
 	t.Parallel()
 	e := setup(t, withManualClock())
 	mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, int]{
-		Name: "long",
+		CodeVersion: "test/v1",
+		Name:        "long",
 		Run: func(ctx context.Context, _ none) (int, error) {
 			return 0, flow.Sleep(ctx, time.Hour)
 		},
@@ -275,13 +279,16 @@ func TestTargetFailures(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, int]{
-		Name: "fails", Run: func(context.Context, none) (int, error) { return 0, errors.New("out of stock") },
+		CodeVersion: "test/v1",
+		Name:        "fails", Run: func(context.Context, none) (int, error) { return 0, errors.New("out of stock") },
 	}))
 	mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, int]{
-		Name: "panics", Run: func(context.Context, none) (int, error) { panic("oops") },
+		CodeVersion: "test/v1",
+		Name:        "panics", Run: func(context.Context, none) (int, error) { panic("oops") },
 	}))
 	mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, int]{
-		Name: "nested", Steps: []bundle.Step{flow.StepSpec("outer", flow.Read)},
+		CodeVersion: "test/v1",
+		Name:        "nested", Steps: []flow.Decl{flow.DeclareStep("outer", flow.Read)},
 		Run: func(ctx context.Context, _ none) (int, error) {
 			_, err := flow.Step(ctx, "outer", 0, func(ctx context.Context, _ int) (int, error) {
 				_, err := flow.Step(ctx, "inner", 0, func(context.Context, int) (int, error) { return 0, nil })
@@ -347,7 +354,7 @@ func TestInputs(t *testing.T) {
 func TestSignalTimeout(t *testing.T) {
 	t.Parallel()
 	e := setup(t, withManualClock())
-	mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, []any]{
+	mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, []any]{CodeVersion: "test/v1",
 		Name: "waits",
 		Run: func(ctx context.Context, _ none) ([]any, error) {
 			p, ok, err := flow.ReceiveSignal[string](ctx, "go", 5*time.Second)
@@ -373,16 +380,53 @@ func TestSignalTimeout(t *testing.T) {
 	}
 }
 
+// TestUndeclaredChildStops checks that a body starting a child run, sending
+// a signal or gathering under a name its registration does not declare
+// stops with runtime_error naming the target and the declaration to add.
+func TestUndeclaredChildStops(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	registerLeaf(t, e.reg)
+	bodies := map[string]func(ctx context.Context) error{
+		"child": func(ctx context.Context) error {
+			_, err := flow.Child[int](ctx, flow.ChildParams{Target: "leaf"})
+			return err
+		},
+		"sigsend": func(ctx context.Context) error {
+			return flow.SendSignal(ctx, flow.SignalParams{RunID: "elsewhere", Name: "go", Payload: 1})
+		},
+		"gather": func(ctx context.Context) error {
+			_, err := flow.Gather[int](ctx, "fan", []flow.ChildParams{{Target: "leaf"}})
+			return err
+		},
+	}
+	want := map[string]string{
+		"child":   `undeclared_child: a child run of "leaf" is not declared: add flow.DeclareChild("leaf") to the target's Steps`,
+		"sigsend": `undeclared_sigsend: a signal send of "go" is not declared: add flow.DeclareSignalSend("go") to the target's Steps`,
+		"gather":  `undeclared_gather: the gather "fan" is not declared: add flow.DeclareGather("fan") to the target's Steps`,
+	}
+	for name, body := range bodies {
+		mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, int]{CodeVersion: "test/v1",
+			Name: "undeclared_" + name,
+			Run:  func(ctx context.Context, _ none) (int, error) { return 0, body(ctx) },
+		}))
+		out := e.run(t, "r-"+name, "undeclared_"+name)
+		if out.Status != flow.StatusError || out.Code != messages.RuntimeError || out.Message != want[name] {
+			t.Errorf("%s: %s %s %q, want error runtime_error %q", name, out.Status, out.Code, out.Message, want[name])
+		}
+	}
+}
+
 func TestGatherAndChildErrors(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	registerLeaf(t, e.reg)
-	mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[map[string]int, int]{
+	mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[map[string]int, int]{CodeVersion: "test/v1",
 		Name: "broken", Defaults: map[string]int{"x": 0},
 		Run: func(context.Context, map[string]int) (int, error) { return 0, errors.New("no") },
 	}))
-	mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, []string]{
-		Name: "fan",
+	mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, []string]{CodeVersion: "test/v1",
+		Name: "fan", Steps: []flow.Decl{flow.DeclareGather("g"), flow.DeclareChild("leaf")},
 		Run: func(ctx context.Context, _ none) ([]string, error) {
 			_, err1 := flow.Gather[int](ctx, "g", []flow.ChildParams{{Target: "leaf"}, {Target: "broken"}})
 			_, err2 := flow.Child[int](ctx, flow.ChildParams{Target: "leaf", Inputs: map[string]int{"nope": 1}})

@@ -39,7 +39,7 @@ func benchRegistry(b *testing.B) *flow.Registry {
 	reg := flow.NewRegistry()
 	err := flow.RegisterWorkflow(reg, flow.Workflow[benchInputs, int]{
 		Name: benchTarget, CodeVersion: "bench/v1", Defaults: benchInputs{N: 0},
-		Steps: []bundle.Step{flow.StepSpec("fetch", flow.Read)},
+		Steps: []flow.Decl{flow.DeclareStep("fetch", flow.Read)},
 		Run: func(ctx context.Context, in benchInputs) (int, error) {
 			sum := 0
 			for i := range in.N {

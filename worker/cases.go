@@ -8,11 +8,11 @@ import (
 	"fmt"
 
 	"github.com/pyrula/caseworker/bundle"
-	"github.com/pyrula/caseworker/internal/version"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/capture"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/store"
+	"github.com/pyrula/caseworker/version"
 )
 
 // decodeBody decodes a message body into v; a body that is not a JSON

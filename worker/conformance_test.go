@@ -9,9 +9,9 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/pyrula/caseworker/internal/memvalkey"
 	"github.com/pyrula/caseworker/internal/testenv"
 	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/memvalkey"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/store"
 	"github.com/pyrula/caseworker/store/memstore"
@@ -21,7 +21,7 @@ import (
 
 // The conformance suite: the same worker scenarios against real Valkey
 // (Redis 7 at PYRULA_TEST_VALKEY_URL) and against the embedded in-memory
-// server of `worker demo` (internal/memvalkey), both over a real
+// server of `worker demo` (memvalkey), both over a real
 // connection, so that "the in-memory queue behaves like the Valkey one" is
 // tested rather than claimed.
 

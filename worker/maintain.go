@@ -12,7 +12,7 @@ import (
 
 // fieldsLua defines fields(t): the table of an XINFO reply row, given as a
 // flat array of names and values (Redis and Valkey) or as a table keyed by
-// name (the embedded server, internal/memvalkey).
+// name (the embedded server, memvalkey).
 const fieldsLua = `
 local function fields(t)
   if t[1] == nil then return t end

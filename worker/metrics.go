@@ -7,9 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/pyrula/caseworker/internal/version"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
+	"github.com/pyrula/caseworker/version"
 )
 
 // metrics are the worker's Prometheus metrics, registered on the

@@ -20,8 +20,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/pyrula/caseworker/bundle"
-	"github.com/pyrula/caseworker/internal/memvalkey"
 	"github.com/pyrula/caseworker/internal/testenv"
+	"github.com/pyrula/caseworker/memvalkey"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/store"
 	"github.com/pyrula/caseworker/store/memstore"

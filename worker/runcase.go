@@ -12,12 +12,12 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
-	"github.com/pyrula/caseworker/internal/version"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/capture"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/store"
+	"github.com/pyrula/caseworker/version"
 )
 
 // runCase executes a run_case run: it loads the case (a bundle from the

@@ -1,15 +1,11 @@
-// Command pyrula is the saved-case CLI: `pyrula case import|export|list|show|
-// delete|gc|save`, `pyrula run`, `targets`, `events` and `db migrate`. It is a
-// thin main over package cli, which a user's own binary can call too with its
-// own targets; pyrula itself registers the example targets of flow/examples.
+// Command pyrula is the saved-case CLI over the example targets of
+// flow/examples: `pyrula case …`, `dev`, `run`, `targets`, `events`,
+// `enqueue` and `db migrate`. It is the same one call a user's own CLI
+// binary makes (package cli).
 package main
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/pyrula/caseworker/cli"
 	"github.com/pyrula/caseworker/flow"
@@ -17,13 +13,11 @@ import (
 )
 
 func main() {
-	reg := flow.NewRegistry()
-	if _, err := examples.Register(reg); err != nil {
-		fmt.Fprintf(os.Stderr, "error: register the example targets: %v\n", err)
-		os.Exit(1)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Options{Registry: reg}.Main(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	os.Exit(cli.Options{Register: register}.Run())
+}
+
+// register registers the example targets.
+func register(reg *flow.Registry) error {
+	_, err := examples.Register(reg)
+	return err
 }

@@ -38,7 +38,8 @@ func demoLines(t *testing.T, r result) []demoLine {
 // TestDemo runs `worker demo` with no server at all (PYRULA_VALKEY_URL
 // points at a closed port, which the demo must not use) and checks the
 // replies and how each run ended, as docs/worker.md and the product page
-// say: a recorded run completes; it saves at the fork; the bundle run with
+// say: a recorded run completes; it saves at the fork; the bundle run
+// replay-only completes; the bundle run with
 // a changed input that the recorded prefix consumed stops prefix_diverged;
 // the same change from the start with its writes allowed completes; the
 // journal run of a source that aged out ends whatif_source_missing.
@@ -46,7 +47,7 @@ func TestDemo(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "cases")
 	start := time.Now()
-	r := run(t, 60*time.Second, []string{"PYRULA_VALKEY_URL=redis://127.0.0.1:" + closedPort(t) + "/0"}, "demo", "--store", dir)
+	r := run(t, 60*time.Second, []string{"PYRULA_VALKEY_URL=redis://127.0.0.1:" + closedPort(t) + "/0"}, "demo", "--store", dir, "--target", "checkout", "--change", "qty=5")
 	if r.code != 0 || r.stderr != "" {
 		t.Fatalf("want exit 0 and nothing on stderr\n%s", r)
 	}
@@ -108,7 +109,7 @@ func TestDemo(t *testing.T) {
 			runs, current = append(runs, current), nil
 		}
 	}
-	wantTypes := []string{"start_run", "save_case", "run_case", "run_case", "run_case"}
+	wantTypes := []string{"start_run", "save_case", "run_case", "run_case", "run_case", "run_case"}
 	if len(replies) != len(wantTypes) {
 		t.Fatalf("%d replies, want %d\n%s", len(replies), len(wantTypes), r)
 	}
@@ -117,7 +118,7 @@ func TestDemo(t *testing.T) {
 			t.Errorf("reply %d: %s %s, want %s ok", i+1, rp.Type, rp.Status, wantTypes[i])
 		}
 	}
-	wantEnds := []end{{Status: "complete"}, {Status: "error", Code: "prefix_diverged"}, {Status: "complete"}, {Status: "error", Code: "whatif_source_missing"}}
+	wantEnds := []end{{Status: "complete"}, {Status: "complete"}, {Status: "error", Code: "prefix_diverged"}, {Status: "complete"}, {Status: "error", Code: "whatif_source_missing"}}
 	if len(ends) != len(wantEnds) {
 		t.Fatalf("%d runs ended, want %d\n%s", len(ends), len(wantEnds), r)
 	}
@@ -138,8 +139,8 @@ func TestDemo(t *testing.T) {
 		}
 	}
 	// The changed input diverges at the quote's qty.
-	if d := runs[1][len(runs[1])-1].Divergence; d == nil || len(d.Diff.Changed) != 1 || d.Diff.Changed[0] != "$.qty" {
-		t.Errorf("prefix_diverged without the $.qty divergence: %+v", runs[1][len(runs[1])-1])
+	if d := runs[2][len(runs[2])-1].Divergence; d == nil || len(d.Diff.Changed) != 1 || d.Diff.Changed[0] != "$.qty" {
+		t.Errorf("prefix_diverged without the $.qty divergence: %+v", runs[2][len(runs[2])-1])
 	}
 	// The bundle is in the --store directory, which is kept.
 	h := replies[1].Result.FixtureHash

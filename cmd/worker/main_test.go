@@ -24,7 +24,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/pyrula/caseworker/internal/testenv"
-	"github.com/pyrula/caseworker/internal/version"
+	"github.com/pyrula/caseworker/version"
 	"github.com/pyrula/caseworker/worker"
 )
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 )
 
@@ -115,9 +114,9 @@ func registerCheckout(reg *flow.Registry, fx *Effects) error {
 		Defaults: CheckoutInputs{
 			SKU: "SKU-42", Qty: 2, Email: "jurgen@" + exampleDomain, Approval: "approved", DelayMS: 10,
 		},
-		Steps: []bundle.Step{
-			quote.Spec(), reserve.Spec(), format.Spec(),
-			flow.SigSendSpec(0, ApprovalName), flow.ChildSpec(0, SendReceipt),
+		Steps: []flow.Decl{
+			quote, reserve, format,
+			flow.DeclareSignalSend(ApprovalName), flow.DeclareChild(SendReceipt),
 		},
 		Run: func(ctx context.Context, in CheckoutInputs) (CheckoutResult, error) {
 			q, err := quote.Call(ctx, QuoteInput{SKU: in.SKU, Qty: in.Qty})
@@ -201,7 +200,7 @@ func registerSendReceipt(reg *flow.Registry, fx *Effects) error {
 		Name:        SendReceipt,
 		CodeVersion: CodeVersion,
 		Defaults:    SendReceiptInputs{Email: "jurgen@" + exampleDomain, Body: "Thank you for your order."},
-		Steps:       []bundle.Step{send.Spec()},
+		Steps:       []flow.Decl{send},
 		Run: func(ctx context.Context, in SendReceiptInputs) (EmailResult, error) {
 			return send.Call(ctx, in)
 		},

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 )
 
@@ -107,7 +106,7 @@ func registerTriage(reg *flow.Registry) error {
 		Name:        Triage,
 		CodeVersion: CodeVersion,
 		Defaults:    TriageInputs{Ticket: "T-5521"},
-		Steps:       []bundle.Step{classify.Spec(), lookup.Spec(), flow.ChildSpec(0, Triage)},
+		Steps:       []flow.Decl{classify, lookup, flow.DeclareChild(Triage)},
 		Run: func(ctx context.Context, in TriageInputs) (TriageResult, error) {
 			c, err := classify.Call(ctx, ClassifyInput{Ticket: in.Ticket})
 			if err != nil {

@@ -81,10 +81,12 @@ func Build(r *journal.Run, p Params) (*bundle.Bundle, error) {
 		return b, nil
 	}
 	fork := *p.ForkAfterSeq
-	if missing := missingAtFork(r, fork); len(missing) > 0 {
-		return nil, messages.Errorf(messages.CaptureIncomplete,
-			"run %s cannot be replayed from run_seq %d: %s; pick another --fork-after-seq or save after the run finishes",
-			m.RunID, fork, joinList(missing))
+	for _, fp := range ForkPoints(r) {
+		if fp.RunSeq == fork && !fp.Valid {
+			return nil, messages.Errorf(messages.CaptureIncomplete,
+				"run %s cannot be replayed from run_seq %d: %s; pick another --fork-after-seq (pyrula events %s --fork-points lists them) or save after the run finishes",
+				m.RunID, fork, fp.Why, m.RunID)
+		}
 	}
 	for _, e := range r.Events {
 		if e.RunSeq > fork {
@@ -105,47 +107,6 @@ func Build(r *journal.Run, p Params) (*bundle.Bundle, error) {
 		b.Manifest.Capture = bundle.Capture{Complete: false, Missing: []json.RawMessage{note}}
 	}
 	return b, nil
-}
-
-// missingAtFork lists what replay would need from the prefix but the
-// recording lacks: calls started at or before the fork and not done by it
-// (in flight at the fork), and calls done by the fork with no result.
-func missingAtFork(r *journal.Run, fork int64) []string {
-	have := make(map[string]bool, len(r.Results))
-	for _, res := range r.Results {
-		have[journal.ResultID(res.Kind, res.Key)] = true
-	}
-	started := map[string]int64{}
-	var order []string
-	var missing []string
-	for _, e := range r.Events {
-		if e.RunSeq > fork {
-			break
-		}
-		c, ok := e.Call()
-		if !ok {
-			continue
-		}
-		id := c.ID()
-		switch e.Kind {
-		case journal.KindCallStart:
-			if _, seen := started[id]; !seen {
-				order = append(order, id)
-			}
-			started[id] = e.RunSeq
-		case journal.KindCallDone:
-			delete(started, id)
-			if !have[id] {
-				missing = append(missing, fmt.Sprintf("%s (done at run_seq %d) has no recorded result", id, e.RunSeq))
-			}
-		}
-	}
-	for _, id := range order {
-		if seq, open := started[id]; open {
-			missing = append(missing, fmt.Sprintf("%s was in flight at the fork (started at run_seq %d, not done by %d)", id, seq, fork))
-		}
-	}
-	return missing
 }
 
 // detectKind returns the manifest kind: agent when the run made model or

@@ -10,10 +10,10 @@ import (
 	"github.com/valkey-io/valkey-go"
 	"go.uber.org/goleak"
 
-	"github.com/pyrula/caseworker/internal/memvalkey"
 	"github.com/pyrula/caseworker/internal/testenv"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
+	"github.com/pyrula/caseworker/memvalkey"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/worker/client"
 )

@@ -8,8 +8,8 @@ import (
 
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/examples"
-	"github.com/pyrula/caseworker/internal/memvalkey"
 	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/memvalkey"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/worker"
 	"github.com/pyrula/caseworker/worker/client"

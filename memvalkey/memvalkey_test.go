@@ -8,11 +8,11 @@ import (
 	"github.com/valkey-io/valkey-go"
 	"go.uber.org/goleak"
 
-	"github.com/pyrula/caseworker/internal/memvalkey"
 	"github.com/pyrula/caseworker/internal/testenv"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/journaltest"
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
+	"github.com/pyrula/caseworker/memvalkey"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -2,7 +2,7 @@
 // saved bundles, `worker version` and the build_info metric. Release builds
 // set it with
 //
-//	go build -ldflags "-X github.com/pyrula/caseworker/internal/version.Version=v1.2.3"
+//	go build -ldflags "-X github.com/pyrula/caseworker/version.Version=v1.2.3"
 package version
 
 // Version is the software's version; "dev" in builds that do not set it.

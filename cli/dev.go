@@ -1,0 +1,211 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/journallog"
+	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/journal/capture"
+	"github.com/pyrula/caseworker/journal/memjournal"
+	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/version"
+)
+
+// defaultDevDir is where `dev` keeps the last run of each target.
+const defaultDevDir = ".pyrula/last"
+
+// devOutput is the last line `dev` prints.
+type devOutput struct {
+	RunID        string          `json:"run_id"`
+	Status       flow.Status     `json:"status"`
+	Result       json.RawMessage `json:"result"`
+	Code         messages.Code   `json:"code,omitempty"`
+	Message      string          `json:"message,omitempty"`
+	LastSeq      int64           `json:"last_seq"`
+	Case         string          `json:"case"`
+	FixtureHash  bundle.Hash     `json:"fixture_hash"`
+	ForkAfterSeq int64           `json:"fork_after_seq"`
+	Events       string          `json:"events"`
+}
+
+// devCmd is `dev TARGET [--input K=JSON]…`: a live run on an embedded
+// journal, kept in .pyrula/last/ as a case and its events.
+func (a *app) devCmd() *cobra.Command {
+	var inputs []string
+	var runID, dir string
+	var fork int64
+	c := &cobra.Command{
+		Use:   "dev TARGET",
+		Short: "Run a target live on an embedded journal and keep the run as a case in .pyrula/last/",
+		Long: `Runs TARGET live in this process on an embedded, in-memory journal: no
+Valkey, no store. Prints the run's events as JSON lines, then one object:
+run_id, status, result (or code and message), last_seq, and where the run was
+kept:
+
+  <dir>/TARGET.case           the finished run as a case (a zstd bundle)
+  <dir>/TARGET.events.jsonl   its events
+
+<dir> is .pyrula/last unless --dir says otherwise; each dev run of TARGET
+replaces the two files. The case forks right after run:start, so it keeps
+every recorded call result and a case run re-executes the whole body against
+them: pyrula case run <dir>/TARGET.case --replay-only checks that changed
+code still makes the same calls, with no store and no Valkey.
+--fork-after-seq picks another fork point (pyrula events --fork-points
+explains them). The files hold the run's inputs and outputs unredacted; the
+directory gets a .gitignore that keeps it out of version control.
+
+Exit 0 when the run completed, 3 when it failed, was cancelled or suspended.`,
+		Args: exactArgs("TARGET"),
+	}
+	c.RunE = a.run(func(ctx context.Context, args []string) error {
+		in, err := parseInputs(inputs)
+		if err != nil {
+			return err
+		}
+		if runID == "" {
+			runID = newRunID()
+		}
+		var forkAt *int64
+		if c.Flags().Changed("fork-after-seq") {
+			if fork < 0 {
+				return fmt.Errorf("dev: --fork-after-seq %d is negative", fork)
+			}
+			forkAt = &fork
+		}
+		return a.dev(ctx, args[0], runID, dir, in, forkAt)
+	})
+	c.Flags().StringArrayVar(&inputs, "input", nil, "an input as KEY=JSON (repeatable), e.g. --input sku='\"SKU-42\"'")
+	c.Flags().StringVar(&runID, "run-id", "", "the run id (default a new run_<hex>)")
+	c.Flags().StringVar(&dir, "dir", defaultDevDir, "where to keep the run's case and events")
+	c.Flags().Int64Var(&fork, "fork-after-seq", 0, "the run_seq the kept case forks after (default: right after run:start)")
+	return c
+}
+
+func (a *app) dev(ctx context.Context, target, runID, dir string, inputs map[string]json.RawMessage, forkAt *int64) error {
+	reg := a.registry()
+	info, ok := reg.Lookup(target)
+	if !ok {
+		return fmt.Errorf("dev: no target %q is registered (see %s targets)", target, a.name())
+	}
+	if strings.ContainsAny(target, `/\`) || target == "." || target == ".." {
+		return fmt.Errorf("dev: target name %q cannot name a file", target)
+	}
+	j, err := memjournal.New(memjournal.Options{})
+	if err != nil {
+		return err
+	}
+	log, err := journallog.New(j, journallog.Options{Owner: processOwner()})
+	if err != nil {
+		return err
+	}
+	rt, err := flow.NewRuntime(flow.Config{Registry: reg, Log: log})
+	if err != nil {
+		return err
+	}
+	runCtx, stop := cancelOnInterrupt(ctx)
+	defer stop()
+	out, err := rt.Run(runCtx, flow.RunParams{RunID: runID, Target: target, Inputs: inputs})
+	if err != nil {
+		return fmt.Errorf("dev: run %s: %w", runID, err)
+	}
+	if out.Status == flow.StatusSuspended {
+		if err := log.Release(ctx, runID, journal.StatusSuspended); err != nil {
+			return err
+		}
+	}
+	events, _, err := j.Events(ctx, runID)
+	if err != nil {
+		return fmt.Errorf("dev: read run %s: %w", runID, err)
+	}
+	lines := make([]json.RawMessage, 0, len(events))
+	for _, e := range events {
+		raw, err := e.JSON()
+		if err != nil {
+			return err
+		}
+		lines = append(lines, raw)
+		if _, err := fmt.Fprintf(a.stdout, "%s\n", raw); err != nil {
+			return err
+		}
+	}
+	if forkAt == nil {
+		forkAt = startSeq(events)
+	}
+	cb, err := capture.FromJournal(ctx, j, capture.FromJournalParams{
+		Target: target, RunID: runID, Registration: nil,
+		Params: capture.Params{ForkAfterSeq: forkAt, PyrulaVersion: version.Version, Registration: info.Registration},
+	})
+	if err != nil {
+		if _, coded := messages.CodeOf(err); coded {
+			return err
+		}
+		return fmt.Errorf("dev: keep run %s as a case: %w", runID, err)
+	}
+	casePath, eventsPath, err := keepDevRun(dir, target, cb, lines)
+	if err != nil {
+		return fmt.Errorf("dev: %w", err)
+	}
+	res := devOutput{
+		RunID: out.RunID, Status: out.Status, Result: out.Result, Code: out.Code, Message: Redact(oneLine(out.Message)),
+		LastSeq: out.LastSeq, Case: casePath, FixtureHash: cb.Hash(), Events: eventsPath,
+	}
+	if forkAt != nil {
+		res.ForkAfterSeq = *forkAt
+	}
+	if res.Result == nil {
+		res.Result = json.RawMessage("null")
+	}
+	if err := a.emit(res); err != nil {
+		return err
+	}
+	if out.Status != flow.StatusComplete {
+		return exitStatus(messages.ExitRunFailed)
+	}
+	return nil
+}
+
+// startSeq is the run_seq of the run's run:start event: the default fork
+// point of a kept dev run (nil when the run never started).
+func startSeq(events []journal.Event) *int64 {
+	for _, e := range events {
+		if e.Kind == journal.KindRunStart {
+			seq := e.RunSeq
+			return &seq
+		}
+	}
+	return nil
+}
+
+// keepDevRun writes TARGET.case and TARGET.events.jsonl into dir (created
+// with a .gitignore of "*" when missing), each atomically, and returns
+// their paths.
+func keepDevRun(dir, target string, cb *bundle.Canonical, events []json.RawMessage) (casePath, eventsPath string, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", fmt.Errorf("keep the run: %w", err)
+	}
+	ignore := filepath.Join(dir, ".gitignore")
+	if _, err := os.Stat(ignore); errors.Is(err, os.ErrNotExist) {
+		if err := os.WriteFile(ignore, []byte("# pyrula dev keeps the last run of each target here, unredacted.\n*\n"), 0o644); err != nil {
+			return "", "", fmt.Errorf("keep the run: %w", err)
+		}
+	}
+	casePath = filepath.Join(dir, target+".case")
+	if _, err := writeFileAtomic(casePath, exportPerm, cb.WriteBlob); err != nil {
+		return "", "", fmt.Errorf("keep the run: %w", err)
+	}
+	eventsPath = filepath.Join(dir, target+".events.jsonl")
+	if err := writeEvents(eventsPath, events); err != nil {
+		return "", "", fmt.Errorf("keep the run: %w", err)
+	}
+	return casePath, eventsPath, nil
+}

@@ -1,0 +1,163 @@
+// Package daemon is the case worker's process: the one call a worker binary
+// makes to serve its own targets. Options.Run (or Options.Main, for tests)
+// gives a binary every subcommand of the worker — `serve` (the default),
+// `demo`, `db migrate`, `version` and `--help` — with the configuration read
+// from PYRULA_ variables, a zap logger, the HTTP listener of /healthz,
+// /readyz and /metrics, SIGINT/SIGTERM handling and the graceful drain
+// within PYRULA_SHUTDOWN_GRACE.
+//
+// A user's main hands over its registration function:
+//
+//	func main() { os.Exit(daemon.Options{Register: flows.Register}.Run()) }
+//
+// cmd/worker is exactly that over the example targets. daemon wires the
+// worker (package worker), the archive migrations (journal/pgarchive) and the
+// embedded server of the demo (memvalkey); nothing of the project imports
+// daemon except binaries.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/journal/pgarchive"
+	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/version"
+	"github.com/pyrula/caseworker/worker"
+)
+
+// Options configure a worker binary. The zero value serves no targets.
+type Options struct {
+	// Name is the program name used in usage lines ("worker" when empty).
+	Name string
+	// Register registers the binary's targets. Main calls it on a new
+	// registry before any subcommand that runs targets, then checks the
+	// registry (flow.Registry.Check): a failed or bad registration stops
+	// start-up with one "error:" line naming the target (exit 1).
+	Register func(*flow.Registry) error
+	// Registry holds targets registered beforehand; Register, when set,
+	// adds to it. Either may be nil.
+	Registry *flow.Registry
+}
+
+// Run runs the process: the subcommand in os.Args, with a context that
+// ends on SIGINT or SIGTERM. It returns the exit status for os.Exit: 0 done
+// (serve: a clean shutdown), 1 an error (printed as one "error: …" line on
+// stderr).
+func (o Options) Run() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return o.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+}
+
+// Main runs the subcommand args names (without the program name) until it
+// is done or ctx ends, and returns the exit status. Configuration comes
+// from the process environment (PYRULA_ variables; see worker.Config).
+func (o Options) Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if err := o.run(ctx, args, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "error: %s\n", oneLine(err.Error()))
+		return messages.ExitError
+	}
+	return messages.ExitOK
+}
+
+// name is the program name.
+func (o Options) name() string {
+	if o.Name != "" {
+		return o.Name
+	}
+	return "worker"
+}
+
+// registry is the checked registry of the binary's targets.
+func (o Options) registry() (*flow.Registry, error) {
+	reg := o.Registry
+	if reg == nil {
+		reg = flow.NewRegistry()
+	}
+	if o.Register != nil {
+		if err := o.Register(reg); err != nil {
+			return nil, fmt.Errorf("register targets: %w", err)
+		}
+	}
+	if err := reg.Check(); err != nil {
+		return nil, fmt.Errorf("register targets: %w", err)
+	}
+	return reg, nil
+}
+
+func (o Options) run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd = args[0]
+	}
+	switch cmd {
+	case "-h", "--help", "help":
+		return o.usage(stdout)
+	case "version":
+		_, err := fmt.Fprintln(stdout, version.Version)
+		return err
+	case "db":
+		if len(args) != 2 || args[1] != "migrate" {
+			return fmt.Errorf("usage: %s db migrate", o.name())
+		}
+		return migrate(ctx, stdout)
+	case "demo":
+		reg, err := o.registry()
+		if err != nil {
+			return err
+		}
+		return demo(ctx, o.name(), reg, args[1:], stdout, stderr)
+	case "serve":
+		if len(args) > 1 {
+			return fmt.Errorf("usage: %s [serve]", o.name())
+		}
+		reg, err := o.registry()
+		if err != nil {
+			return err
+		}
+		return serve(ctx, reg, stderr)
+	default:
+		return fmt.Errorf("unknown command %q (see %s --help)", cmd, o.name())
+	}
+}
+
+func (o Options) usage(w io.Writer) error {
+	fmt.Fprintf(w, `Usage: %s [serve | demo [flags] | db migrate | version | --help]
+
+  serve       consume the message stream (the default)
+  demo        the whole flow on an embedded in-memory server: no Valkey needed
+              (%s demo --help lists its flags)
+  db migrate  apply the archive schema's migrations to PYRULA_POSTGRES_DSN
+  version     print the version
+
+Environment:
+`, o.name(), o.name())
+	return worker.Usage(w)
+}
+
+func migrate(ctx context.Context, stdout io.Writer) error {
+	dsn := os.Getenv("PYRULA_POSTGRES_DSN")
+	if dsn == "" {
+		return errors.New("db migrate: PYRULA_POSTGRES_DSN is not set")
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("db migrate: %w", err)
+	}
+	defer pool.Close()
+	applied, err := pgarchive.Migrate(ctx, pool)
+	if err != nil {
+		return fmt.Errorf("db migrate: %w", err)
+	}
+	_, err = fmt.Fprintf(stdout, "applied %d migrations %v\n", len(applied), applied)
+	return err
+}

@@ -1,0 +1,71 @@
+package capture
+
+import (
+	"fmt"
+
+	"github.com/pyrula/caseworker/journal"
+)
+
+// ForkPoint says whether a run_seq of a run is a valid --fork-after-seq:
+// what `pyrula events --fork-points` prints for each event.
+type ForkPoint struct {
+	// RunSeq is the event's run_seq.
+	RunSeq int64 `json:"run_seq"`
+	// Kind is the event's kind.
+	Kind string `json:"kind"`
+	// Call is the event's call identity (kind:key), for call events.
+	Call string `json:"call,omitempty"`
+	// Valid is true when a case saved with --fork-after-seq RunSeq can be
+	// replayed: no call is in flight there and every call done by then has
+	// a recorded result.
+	Valid bool `json:"fork_point"`
+	// Why says why RunSeq is not a fork point; empty when it is.
+	Why string `json:"why,omitempty"`
+}
+
+// ForkPoints returns one ForkPoint per event of r, in run_seq order. Build
+// refuses exactly the forks that ForkPoints marks invalid, with the same
+// reasons (capture_incomplete).
+func ForkPoints(r *journal.Run) []ForkPoint {
+	have := make(map[string]bool, len(r.Results))
+	for _, res := range r.Results {
+		have[journal.ResultID(res.Kind, res.Key)] = true
+	}
+	open := map[string]int64{} // call id → run_seq of its call:start
+	var order []string         // open calls in start order
+	var noResult []string      // calls done with no recorded result
+	out := make([]ForkPoint, 0, len(r.Events))
+	for _, e := range r.Events {
+		fp := ForkPoint{RunSeq: e.RunSeq, Kind: e.Kind}
+		if c, ok := e.Call(); ok {
+			id := c.ID()
+			fp.Call = id
+			switch e.Kind {
+			case journal.KindCallStart:
+				if _, seen := open[id]; !seen {
+					order = append(order, id)
+				}
+				open[id] = e.RunSeq
+			case journal.KindCallDone:
+				delete(open, id)
+				if !have[id] {
+					noResult = append(noResult, fmt.Sprintf("%s (done at run_seq %d) has no recorded result", id, e.RunSeq))
+				}
+			}
+		}
+		var why []string
+		for _, id := range order {
+			if seq, ok := open[id]; ok {
+				why = append(why, fmt.Sprintf("%s was in flight at run_seq %d (started at run_seq %d)", id, e.RunSeq, seq))
+			}
+		}
+		why = append(why, noResult...)
+		if len(why) == 0 {
+			fp.Valid = true
+		} else {
+			fp.Why = joinList(why)
+		}
+		out = append(out, fp)
+	}
+	return out
+}
