@@ -12,6 +12,8 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/llm"
+	"github.com/pyrula/caseworker/llm/resolve"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/store"
@@ -67,19 +69,19 @@ JSON lines for inspection.`,
 	fl.BoolVar(&f.values, "values", false, "include call values and the result in the output")
 	fl.StringVar(&f.runID, "run-id", "", "the new run's id (default a new case_<hex>)")
 	fl.StringVar(&f.events, "events", "", "also write the case run's own journal events to this file, as JSON lines")
-	fl.StringVar(&f.llmRef, "llm-ref", "", "not supported: model clients are registered in the binary")
+	fl.StringVar(&f.llmRef, "llm-ref", "", "the model client of live model calls: anthropic, openai, or one the binary registered")
 	fl.StringVar(&f.depsRef, "deps-ref", "", "not supported: dependencies are registered in the binary")
 	fl.StringVar(&f.appDir, "app-dir", "", "not supported: targets are registered in the binary")
-	for _, n := range []string{"llm-ref", "deps-ref", "app-dir"} {
+	for _, n := range []string{"deps-ref", "app-dir"} {
 		_ = fl.MarkHidden(n)
 	}
 	return c
 }
 
 func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseRunFlags) error {
-	for _, n := range []string{"llm-ref", "deps-ref", "app-dir"} {
+	for _, n := range []string{"deps-ref", "app-dir"} {
 		if c.Flags().Changed(n) {
-			return fmt.Errorf("case run: --%s is not supported: targets, model clients and dependencies are registered in the binary (see %s targets)", n, a.name())
+			return fmt.Errorf("case run: --%s is not supported: targets and dependencies are registered in the binary (see %s targets)", n, a.name())
 		}
 	}
 	memLog := flow.NewMemLog()
@@ -140,8 +142,18 @@ func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseR
 	if p.Target == "" {
 		p.Target = p.Bundle.Manifest.TargetName
 	}
-	if _, ok := p.Registry.Lookup(p.Target); !ok {
+	info, ok := p.Registry.Lookup(p.Target)
+	if !ok {
 		return fmt.Errorf("case run: no target %q is registered (see %s targets)", p.Target, a.name())
+	}
+	if err := agentOnly(info, f.model != "", f.promptFile != ""); err != nil {
+		return fmt.Errorf("case run: %w", err)
+	}
+	if f.llmRef != "" {
+		if p.Models, err = a.modelClient(f.llmRef); err != nil {
+			return fmt.Errorf("case run: --llm-ref: %w", err)
+		}
+		p.LLMRef = f.llmRef
 	}
 	runCtx, stop := cancelOnInterrupt(ctx)
 	defer stop()
@@ -167,10 +179,18 @@ func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseR
 		}
 		return exitStatus(status)
 	}
+	liveModels := 0
 	for _, line := range rep.Calls {
 		if err := a.emit(line); err != nil {
 			return err
 		}
+		if line.Kind == string(flow.KindModel) && (line.Provenance == replay.ProvLive || line.Provenance == replay.ProvChanged) {
+			liveModels++
+		}
+	}
+	if liveModels > 0 && f.llmRef == "" && (f.model != "" || f.promptFile != "") {
+		fmt.Fprintf(a.stderr, "warning: %d live model call(s) were answered by %s's own model client, not a provider; name one with --llm-ref (%s)\n",
+			liveModels, p.Target, strings.Join(resolve.Names(p.Registry), ", "))
 	}
 	if err := a.emit(rep.Outcome); err != nil {
 		return err
@@ -209,6 +229,27 @@ func (a *app) loadCase(ctx context.Context, arg string) (*bundle.Canonical, erro
 		return err
 	})
 	return cb, err
+}
+
+// agentOnly refuses --model and --prompt-file for a target that is not an
+// agent: a workflow makes no model calls of its own to change.
+func agentOnly(info flow.TargetInfo, model, prompt bool) error {
+	if info.Kind == bundle.KindAgent {
+		return nil
+	}
+	switch {
+	case model:
+		return fmt.Errorf("--model applies to agents; %s is a %s", info.Name, info.Kind)
+	case prompt:
+		return fmt.Errorf("--prompt-file applies to agents; %s is a %s", info.Name, info.Kind)
+	}
+	return nil
+}
+
+// modelClient opens the model client --llm-ref names (resolve.Open), with
+// the built-in clients configured from the environment.
+func (a *app) modelClient(name string) (flow.ModelClient, error) {
+	return resolve.Open(name, a.registry(), a.getenv, llm.Policy{})
 }
 
 // writeEvents writes events as JSON lines to path, atomically.

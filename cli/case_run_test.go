@@ -157,7 +157,8 @@ func TestCaseRun(t *testing.T) {
 	}
 	sb.WriteString("}}")
 	wantError(t, e.run("case", "run", h, "--supply", writeFile(t, "many.json", []byte(sb.String()))), "at most 200")
-	wantError(t, e.run("case", "run", h, "--llm-ref", "x:y"), "not supported")
+	wantError(t, e.run("case", "run", h, "--llm-ref", "x:y"), `llm ref "x:y" names no model client`)
+	wantError(t, e.run("case", "run", h, "--deps-ref", "x:y"), "not supported")
 	wantRefusal(t, e.run("case", "run", strings.Repeat("0", 64)), "bundle_missing")
 	wantRefusal(t, e.run("case", "run", "nothex"), "invalid_fixture_hash")
 
@@ -180,8 +181,11 @@ func TestCaseRunAgentAndUnconsumed(t *testing.T) {
 	wantOK(t, r)
 	// Another model: post-fork model calls run live (changed); the local
 	// model gives the same tool-use ids, so the tool results are reused.
+	// The agent's own (scripted) client answers them: a warning says so.
 	r = e.run("case", "run", h, "--model", "local-support-2")
-	wantOK(t, r)
+	if r.code != 0 || r.stderr != "warning: 3 live model call(s) were answered by support_agent's own model client, not a provider; name one with --llm-ref (anthropic, openai)\n" {
+		t.Fatalf("--model without --llm-ref: want exit 0 and one warning\n%s", r)
+	}
 	if _, out := outcomeOf(t, r); fmt.Sprint(out.ChangedCalls) != "[model:1 model:2 model:3]" || out.LiveCalls != 3 {
 		t.Fatalf("--model\n%s", r)
 	}
@@ -208,7 +212,9 @@ func TestCaseRunAgentAndUnconsumed(t *testing.T) {
 	}
 	prices := writeFile(t, "p.json", []byte(`{"local-support-2":{"input_per_mtok":1,"output_per_mtok":1}}`))
 	r = e.run("case", "run", h, "--model", "local-support-2", "--allow-write", "tool:refund", "--max-cost-usd", "1", "--prices", prices)
-	wantOK(t, r)
+	if r.code != 0 || !strings.HasPrefix(r.stderr, "warning: 3 live model call(s)") {
+		t.Fatalf("priced: want exit 0 and the own-client warning\n%s", r)
+	}
 	// A different message: the first model call (prefix) diverges.
 	wantRefusalData(t, e.run("case", "run", h, "--input", `message="hello"`), "prefix_diverged", "$.messages[0].content")
 	// From the start with a message without an order id, replay-only: the

@@ -42,7 +42,7 @@ type devOutput struct {
 // journal, kept in .pyrula/last/ as a case and its events.
 func (a *app) devCmd() *cobra.Command {
 	var inputs []string
-	var runID, dir string
+	var runID, dir, llmRef string
 	var fork int64
 	c := &cobra.Command{
 		Use:   "dev TARGET",
@@ -61,8 +61,9 @@ every recorded call result and a case run re-executes the whole body against
 them: pyrula case run <dir>/TARGET.case --replay-only checks that changed
 code still makes the same calls, with no store and no Valkey.
 --fork-after-seq picks another fork point (pyrula events --fork-points
-explains them). The files hold the run's inputs and outputs unredacted; the
-directory gets a .gitignore that keeps it out of version control.
+explains them). The files hold the run's inputs and outputs unredacted: a
+directory dev creates gets a .gitignore that keeps it out of version control
+(pointing --dir at an existing directory, such as your test data, adds none).
 
 Exit 0 when the run completed, 3 when it failed, was cancelled or suspended.`,
 		Args: exactArgs("TARGET"),
@@ -82,16 +83,23 @@ Exit 0 when the run completed, 3 when it failed, was cancelled or suspended.`,
 			}
 			forkAt = &fork
 		}
-		return a.dev(ctx, args[0], runID, dir, in, forkAt)
+		var models flow.ModelClient
+		if llmRef != "" {
+			if models, err = a.modelClient(llmRef); err != nil {
+				return fmt.Errorf("dev: --llm-ref: %w", err)
+			}
+		}
+		return a.dev(ctx, args[0], runID, dir, in, forkAt, models)
 	})
 	c.Flags().StringArrayVar(&inputs, "input", nil, "an input as KEY=JSON (repeatable), e.g. --input sku='\"SKU-42\"'")
 	c.Flags().StringVar(&runID, "run-id", "", "the run id (default a new run_<hex>)")
 	c.Flags().StringVar(&dir, "dir", defaultDevDir, "where to keep the run's case and events")
 	c.Flags().Int64Var(&fork, "fork-after-seq", 0, "the run_seq the kept case forks after (default: right after run:start)")
+	c.Flags().StringVar(&llmRef, "llm-ref", "", "the model client of an agent's model calls: anthropic, openai, or one the binary registered (default the agent's own)")
 	return c
 }
 
-func (a *app) dev(ctx context.Context, target, runID, dir string, inputs map[string]json.RawMessage, forkAt *int64) error {
+func (a *app) dev(ctx context.Context, target, runID, dir string, inputs map[string]json.RawMessage, forkAt *int64, models flow.ModelClient) error {
 	reg := a.registry()
 	info, ok := reg.Lookup(target)
 	if !ok {
@@ -114,7 +122,7 @@ func (a *app) dev(ctx context.Context, target, runID, dir string, inputs map[str
 	}
 	runCtx, stop := cancelOnInterrupt(ctx)
 	defer stop()
-	out, err := rt.Run(runCtx, flow.RunParams{RunID: runID, Target: target, Inputs: inputs})
+	out, err := rt.Run(runCtx, flow.RunParams{RunID: runID, Target: target, Inputs: inputs, Models: models})
 	if err != nil {
 		return fmt.Errorf("dev: run %s: %w", runID, err)
 	}
@@ -186,15 +194,18 @@ func startSeq(events []journal.Event) *int64 {
 	return nil
 }
 
-// keepDevRun writes TARGET.case and TARGET.events.jsonl into dir (created
-// with a .gitignore of "*" when missing), each atomically, and returns
-// their paths.
+// keepDevRun writes TARGET.case and TARGET.events.jsonl into dir, each
+// atomically, and returns their paths. A dir it creates gets a .gitignore
+// of "*" (an existing one, such as a test data directory, is left as it
+// is).
 func keepDevRun(dir, target string, cb *bundle.Canonical, events []json.RawMessage) (casePath, eventsPath string, err error) {
+	_, statErr := os.Stat(dir)
+	created := errors.Is(statErr, os.ErrNotExist)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", "", fmt.Errorf("keep the run: %w", err)
 	}
-	ignore := filepath.Join(dir, ".gitignore")
-	if _, err := os.Stat(ignore); errors.Is(err, os.ErrNotExist) {
+	if created {
+		ignore := filepath.Join(dir, ".gitignore")
 		if err := os.WriteFile(ignore, []byte("# pyrula dev keeps the last run of each target here, unredacted.\n*\n"), 0o644); err != nil {
 			return "", "", fmt.Errorf("keep the run: %w", err)
 		}

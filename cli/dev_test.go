@@ -201,3 +201,17 @@ func TestEventsForkPoints(t *testing.T) {
 		t.Errorf("%d valid and %d invalid fork points", valid, invalid)
 	}
 }
+
+// TestDevIntoExistingDir checks that dev adds no .gitignore to a directory
+// it did not create (a test data directory a case is recorded into).
+func TestDevIntoExistingDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r, _, out := dev(t, dir, "checkout", "--dir", dir, "--input", "delay_ms=1")
+	if r.code != 0 || out.Case != filepath.Join(dir, "checkout.case") {
+		t.Fatalf("%s", r)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".gitignore")); !os.IsNotExist(err) {
+		t.Errorf("dev wrote a .gitignore into an existing directory (%v)", err)
+	}
+}

@@ -96,7 +96,7 @@ func (a *app) withJournal(ctx context.Context, f func(journal.Journal) error) er
 // target, recorded in the journal.
 func (a *app) runCmd() *cobra.Command {
 	var inputs []string
-	var runID string
+	var runID, llmRef string
 	c := &cobra.Command{
 		Use:   "run TARGET",
 		Short: "Run a registered target live, recording it in the journal",
@@ -116,13 +116,20 @@ pyrula targets). Running an existing run id resumes it from its journal.`,
 			if runID == "" {
 				runID = newRunID()
 			}
+			var models flow.ModelClient
+			if llmRef != "" {
+				if models, err = a.modelClient(llmRef); err != nil {
+					return fmt.Errorf("run: --llm-ref: %w", err)
+				}
+			}
 			return a.withJournal(ctx, func(j journal.Journal) error {
-				return a.runTarget(ctx, j, args[0], runID, in)
+				return a.runTarget(ctx, j, args[0], runID, in, models)
 			})
 		}),
 	}
 	c.Flags().StringArrayVar(&inputs, "input", nil, "an input as KEY=JSON (repeatable), e.g. --input sku='\"SKU-42\"'")
 	c.Flags().StringVar(&runID, "run-id", "", "the run id (default a new run_<hex>)")
+	c.Flags().StringVar(&llmRef, "llm-ref", "", "the model client of an agent's model calls: anthropic, openai, or one the binary registered (default the agent's own)")
 	a.journalFlags(c)
 	return c
 }
@@ -135,7 +142,7 @@ type runOutput struct {
 	Terminal json.RawMessage `json:"terminal"`
 }
 
-func (a *app) runTarget(ctx context.Context, j journal.Journal, target, runID string, inputs map[string]json.RawMessage) error {
+func (a *app) runTarget(ctx context.Context, j journal.Journal, target, runID string, inputs map[string]json.RawMessage, models flow.ModelClient) error {
 	reg := a.registry()
 	if _, ok := reg.Lookup(target); !ok {
 		return fmt.Errorf("run: no target %q is registered (see %s targets)", target, a.name())
@@ -148,7 +155,7 @@ func (a *app) runTarget(ctx context.Context, j journal.Journal, target, runID st
 	if err != nil {
 		return err
 	}
-	out, err := rt.Run(ctx, flow.RunParams{RunID: runID, Target: target, Inputs: inputs})
+	out, err := rt.Run(ctx, flow.RunParams{RunID: runID, Target: target, Inputs: inputs, Models: models})
 	if err != nil {
 		// The run did not end (its context ended or the journal failed): hand
 		// it back so that it can be resumed.

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -26,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/pyrula/caseworker/llm/anthropicllm"
+	"github.com/pyrula/caseworker/llm/openaillm"
 	"github.com/pyrula/caseworker/worker"
 )
 
@@ -185,8 +186,9 @@ func TestStrictDecodingRejectsUnknownFields(t *testing.T) {
 
 // TestKustomizations checks that every kustomization's resources and
 // generator files exist and that every manifest is used by one (but the
-// example Secret, which must not be applied), and renders each with
-// kubectl kustomize when it is installed.
+// example Secret, which must not be applied), and renders each, and the
+// overlays in renderedOverlays, with the kustomize API: every rendered
+// object must decode strictly and have a namespace.
 func TestKustomizations(t *testing.T) {
 	m := loadManifests(t)
 	used := map[string]bool{}
@@ -231,24 +233,13 @@ func TestKustomizations(t *testing.T) {
 		t.Errorf("the Secret must be only an example (secret.example.yaml), never applied")
 	}
 
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Logf("kubectl is not installed: kustomize builds not checked")
-		return
-	}
-	for _, dir := range dirs {
-		t.Run("kubectl kustomize "+dir, func(t *testing.T) {
-			out, err := exec.Command(kubectl, "kustomize", dir).Output()
-			if err != nil {
-				var stderr []byte
-				if ee, ok := err.(*exec.ExitError); ok {
-					stderr = ee.Stderr
-				}
-				t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, stderr)
-			}
-			objs, err := decodeDocs(dir+" (rendered)", out)
-			if err != nil {
-				t.Fatal(err)
+	// Render every kustomization here and the starter overlay over deploy/
+	// in-process, as `kubectl apply -k` would.
+	for _, dir := range append(dirs, renderedOverlays...) {
+		t.Run("kustomize build "+dir, func(t *testing.T) {
+			_, objs := render(t, dir)
+			if len(objs) == 0 {
+				t.Fatalf("%s renders no objects", dir)
 			}
 			for _, o := range objs {
 				if ns := o.obj.(metav1.Object).GetNamespace(); ns == "" {
@@ -388,9 +379,23 @@ func TestDeploymentEnvMatchesConfig(t *testing.T) {
 	vars := configVars(t)
 	d := get[*appsv1.Deployment](t, m, "Deployment", workerName)
 	env, setBy := podEnv(t, m, container(t, d.Spec.Template.Spec, workerCtr))
+	// The built-in model clients' keys are read by the clients, not by
+	// worker.Config; they come from the Secret, each optional.
+	providerKeys := map[string]string{anthropicllm.EnvAPIKey: "anthropic-api-key", openaillm.EnvAPIKey: "openai-api-key"}
 	for name := range env {
-		if !vars[name] {
+		if !vars[name] && providerKeys[name] == "" {
 			t.Errorf("the Deployment sets %s (%s), which is not a field of worker.Config", name, setBy[name])
+		}
+	}
+	for name, key := range providerKeys {
+		if want := "Secret " + workerName + " key " + key; setBy[name] != want {
+			t.Errorf("%s is set by %q, want %q", name, setBy[name], want)
+		}
+	}
+	for _, e := range container(t, d.Spec.Template.Spec, workerCtr).Env {
+		if _, ok := providerKeys[e.Name]; ok && (e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil ||
+			e.ValueFrom.SecretKeyRef.Optional == nil || !*e.ValueFrom.SecretKeyRef.Optional) {
+			t.Errorf("%s must be an optional Secret key: a worker without that provider needs none", e.Name)
 		}
 	}
 	for name := range vars {

@@ -88,6 +88,10 @@ type Call struct {
 	Token string
 	// Seq is the call's 0-based position among the calls of its run.
 	Seq int
+	// Model is a model call's request as the model client gets it (with
+	// ToolSpecs and MaxTokens, which are not part of Input); nil for other
+	// kinds. A resolver prices a live call's worst case from it.
+	Model *ModelRequest
 }
 
 // Fingerprint returns the canonical JSON of input (encoded with

@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -446,7 +447,7 @@ func (r *run) runChild(ctx context.Context, p ChildParams, runID string) (json.R
 			return nil, Errorf("invalid_inputs", "child run %s: inputs must be an object: %v", runID, err)
 		}
 	}
-	out, err := r.rt.execute(ctx, t, RunParams{RunID: runID, Target: p.Target, Inputs: inputs, Clock: r.clock})
+	out, err := r.rt.execute(ctx, t, RunParams{RunID: runID, Target: p.Target, Inputs: inputs, Clock: r.clock, Models: r.override})
 	if err != nil {
 		if errors.Is(err, ErrInvalidInputs) {
 			return nil, Errorf("invalid_inputs", "%v", err)
@@ -494,6 +495,9 @@ func Model(ctx context.Context, req ModelRequest) (ModelResponse, error) {
 		for _, spec := range r.t.toolSpecs {
 			req.Tools = append(req.Tools, spec.Name)
 		}
+	}
+	if req.MaxTokens <= 0 {
+		req.MaxTokens = cmp.Or(r.t.maxTokens, DefaultMaxTokens)
 	}
 	req.ToolSpecs = nil
 	for _, name := range req.Tools {

@@ -45,10 +45,6 @@ func withResolver(r flow.Resolver) envOption {
 	return func(e *env, c *flow.Config) { c.Resolver = r }
 }
 
-func withModels(m flow.ModelClient) envOption {
-	return func(e *env, c *flow.Config) { c.Models = m }
-}
-
 func setup(t *testing.T, opts ...envOption) *env {
 	t.Helper()
 	e := &env{reg: flow.NewRegistry(), log: flow.NewMemLog(), inbox: flow.NewMemInbox(), clock: flowtest.NewAutoClock(t0)}

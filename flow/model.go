@@ -41,7 +41,16 @@ type ModelRequest struct {
 	// ToolSpecs describe the offered tools for a provider client; the
 	// runtime fills them from the agent. They are not part of the input.
 	ToolSpecs []ToolSpec `json:"-"`
+	// MaxTokens bounds the answer's tokens: the agent's MaxTokens (default
+	// DefaultMaxTokens). Provider clients send it; a case run under a cost
+	// ceiling prices a live call's worst case with it. It is not part of
+	// the input (the fingerprint), so recorded cases stay valid when it
+	// changes.
+	MaxTokens int64 `json:"-"`
 }
+
+// DefaultMaxTokens is the answer bound of an agent that sets no MaxTokens.
+const DefaultMaxTokens = 4096
 
 // ToolSpec describes a tool offered to the model.
 type ToolSpec struct {
@@ -51,7 +60,66 @@ type ToolSpec struct {
 	Description string
 	// Writes is false for read-only tools and sub-agents.
 	Writes bool
+	// InputSchema is the JSON Schema of the tool's input object, derived
+	// from the tool's Go input type (a sub-agent's: from its inputs).
+	InputSchema json.RawMessage
 }
+
+// ModelErrorKind classifies a failed model call, so that a recorded error
+// and a case run that fails on it say which failure it was.
+type ModelErrorKind string
+
+// The kinds of model call failure. RateLimited, Overloaded, ServerError,
+// Timeout and Connection are transient (clients retry them with backoff
+// before giving up); the others are not retried.
+const (
+	ModelRateLimited    ModelErrorKind = "rate_limited"    // HTTP 429
+	ModelOverloaded     ModelErrorKind = "overloaded"      // HTTP 529 (Anthropic) or 503
+	ModelServerError    ModelErrorKind = "server_error"    // other HTTP 5xx
+	ModelTimeout        ModelErrorKind = "timeout"         // no answer within the per-call timeout
+	ModelConnection     ModelErrorKind = "connection"      // the request did not reach the provider
+	ModelInvalidRequest ModelErrorKind = "invalid_request" // HTTP 400, 404, 413, 422
+	ModelAuthentication ModelErrorKind = "authentication"  // HTTP 401, 403
+	ModelBadResponse    ModelErrorKind = "bad_response"    // an answer that is not the wire format
+)
+
+// Transient reports whether a call failing with this kind may succeed if
+// sent again.
+func (k ModelErrorKind) Transient() bool {
+	switch k {
+	case ModelRateLimited, ModelOverloaded, ModelServerError, ModelTimeout, ModelConnection:
+		return true
+	}
+	return false
+}
+
+// ModelError is a failed model call as a provider client reports it. It
+// is recorded as the call's error with type "model_<kind>" (ErrorType), and
+// its message never holds credentials.
+type ModelError struct {
+	// Kind classifies the failure.
+	Kind ModelErrorKind
+	// Client names the client that failed, e.g. "anthropic".
+	Client string
+	// Status is the HTTP status of the last attempt, 0 when there was none.
+	Status int
+	// Attempts is how many times the request was sent.
+	Attempts int
+	// Message is the provider's error message, or what went wrong.
+	Message string
+}
+
+// Error implements error.
+func (e *ModelError) Error() string {
+	status := ""
+	if e.Status != 0 {
+		status = fmt.Sprintf(" (HTTP %d)", e.Status)
+	}
+	return fmt.Sprintf("%s: model call failed after %d attempt(s): %s%s: %s", e.Client, e.Attempts, e.Kind, status, e.Message)
+}
+
+// ErrorType is the recorded call error's type: "model_" and the kind.
+func (e *ModelError) ErrorType() string { return "model_" + string(e.Kind) }
 
 // Message is one message of a conversation. Its content is a plain string
 // (Text, when Blocks is nil) or a list of blocks.

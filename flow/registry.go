@@ -2,6 +2,7 @@ package flow
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 type Registry struct {
 	mu      sync.RWMutex
 	targets map[string]*target
+	clients map[string]ModelClient // named live model clients (RegisterModelClient)
 }
 
 // NewRegistry returns an empty Registry.
@@ -65,6 +67,8 @@ type Agent[I, O any] struct {
 	// Client is the agent's model client. Runtime.Run uses, in order,
 	// RunParams.Models, this client, Config.Models.
 	Client ModelClient
+	// MaxTokens bounds each model answer (DefaultMaxTokens when 0).
+	MaxTokens int64
 	// Defaults are the inputs' defaults (see Workflow.Defaults).
 	Defaults I
 	// Tools are every tool the agent offers: registration.tools.
@@ -98,6 +102,8 @@ type target struct {
 	info        TargetInfo
 	system      string
 	client      ModelClient
+	maxTokens   int64
+	inputSchema json.RawMessage // the inputs' JSON Schema, for sub-agent tools
 	stepEffects map[string]Effect
 	tools       map[string]*ToolDef
 	toolSpecs   []ToolSpec
@@ -130,6 +136,10 @@ func RegisterAgent[I, O any](r *Registry, a Agent[I, O]) error {
 	t.info.Model = a.Model
 	t.system = a.System
 	t.client = a.Client
+	if a.MaxTokens < 0 {
+		return fmt.Errorf("%w: agent %s: MaxTokens %d is negative", ErrInvalidTarget, a.Name, a.MaxTokens)
+	}
+	t.maxTokens = cmp.Or(a.MaxTokens, DefaultMaxTokens)
 	for i := range a.Tools {
 		tool := a.Tools[i]
 		if tool.name == "" || (tool.fn == nil && tool.subAgent == "") {
@@ -140,7 +150,7 @@ func RegisterAgent[I, O any](r *Registry, a Agent[I, O]) error {
 		}
 		t.tools[tool.name] = &tool
 		t.info.Registration.Tools = append(t.info.Registration.Tools, bundle.Tool{Name: tool.name, Writes: tool.Writes()})
-		t.toolSpecs = append(t.toolSpecs, ToolSpec{Name: tool.name, Description: tool.description, Writes: tool.Writes()})
+		t.toolSpecs = append(t.toolSpecs, ToolSpec{Name: tool.name, Description: tool.description, Writes: tool.Writes(), InputSchema: tool.schema})
 	}
 	return r.add(t)
 }
@@ -171,6 +181,7 @@ func newTarget[I, O any](name string, kind bundle.Kind, codeVersion string, defa
 			Registration: bundle.Registration{Tools: []bundle.Tool{}, Steps: []bundle.Step{}},
 			Inputs:       canon,
 		},
+		inputSchema: InputSchema[I](),
 		stepEffects: make(map[string]Effect),
 		tools:       make(map[string]*ToolDef),
 		decode: func(raw json.RawMessage) (any, error) {
@@ -365,13 +376,72 @@ func (r *Registry) Targets() []TargetInfo {
 	return out
 }
 
+// ReservedModelClients are the names of the built-in provider clients
+// (package llm): RegisterModelClient refuses them.
+var ReservedModelClients = []string{"anthropic", "openai"}
+
+// RegisterModelClient registers c as the live model client named name, so
+// that --llm-ref NAME (and a worker message's llm_ref) selects it for a
+// run's model calls. name is a lowercase identifier ([a-z0-9_.-], at most
+// 64 characters) other than the built-in clients' names. Errors:
+// ErrInvalidTarget for a bad name, a nil client or a name registered twice.
+func (r *Registry) RegisterModelClient(name string, c ModelClient) error {
+	if !validClientName(name) {
+		return fmt.Errorf("%w: model client name %q is not a lowercase identifier", ErrInvalidTarget, name)
+	}
+	if slices.Contains(ReservedModelClients, name) {
+		return fmt.Errorf("%w: model client name %q is reserved for the built-in client", ErrInvalidTarget, name)
+	}
+	if c == nil {
+		return fmt.Errorf("%w: model client %s is nil", ErrInvalidTarget, name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.clients == nil {
+		r.clients = map[string]ModelClient{}
+	}
+	if r.clients[name] != nil {
+		return fmt.Errorf("%w: model client %s registered twice", ErrInvalidTarget, name)
+	}
+	r.clients[name] = c
+	return nil
+}
+
+// ModelClient returns the model client registered as name.
+func (r *Registry) ModelClient(name string) (ModelClient, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	c, ok := r.clients[name]
+	return c, ok
+}
+
+// ModelClientNames returns the names of the registered model clients,
+// sorted.
+func (r *Registry) ModelClientNames() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Sorted(maps.Keys(r.clients))
+}
+
+func validClientName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // Check reports what registration alone could not: a declared child run of
 // a target that is not registered, or a sub-agent tool whose agent is not a
 // registered agent. The daemon and the CLI call it at start-up, so a bad
 // registration stops the binary with one line naming the target.
 func (r *Registry) Check() error {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var problems []string
 	for _, name := range slices.Sorted(maps.Keys(r.targets)) {
 		t := r.targets[name]
@@ -388,6 +458,8 @@ func (r *Registry) Check() error {
 				problems = append(problems, fmt.Sprintf("%s: sub-agent tool %s runs %q, which is not registered", name, tool, sub))
 			case r.targets[sub].info.Kind != bundle.KindAgent:
 				problems = append(problems, fmt.Sprintf("%s: sub-agent tool %s runs %q, which is a workflow, not an agent", name, tool, sub))
+			default:
+				t.setToolSchema(tool, r.targets[sub].inputSchema)
 			}
 		}
 	}
@@ -395,6 +467,17 @@ func (r *Registry) Check() error {
 		return fmt.Errorf("%w: %s", ErrInvalidTarget, strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// setToolSchema sets the input schema of tool name, for a sub-agent tool
+// whose agent's inputs are known once both are registered.
+func (t *target) setToolSchema(name string, schema json.RawMessage) {
+	t.tools[name].schema = schema
+	for i := range t.toolSpecs {
+		if t.toolSpecs[i].Name == name {
+			t.toolSpecs[i].InputSchema = schema
+		}
+	}
 }
 
 // inputs merges overrides into the target's defaults and checks that they
@@ -436,6 +519,7 @@ type ToolDef struct {
 	description string
 	readOnly    bool
 	subAgent    string
+	schema      json.RawMessage // the input's JSON Schema; a sub-agent's is filled at Check
 	fn          func(ctx context.Context, input json.RawMessage) (any, error)
 }
 
@@ -446,6 +530,7 @@ func NewTool[I, O any](name, description string, fn func(ctx context.Context, in
 	return ToolDef{
 		name:        name,
 		description: description,
+		schema:      InputSchema[I](),
 		fn: func(ctx context.Context, raw json.RawMessage) (any, error) {
 			var in I
 			if err := json.Unmarshal(raw, &in); err != nil {
@@ -460,7 +545,7 @@ func NewTool[I, O any](name, description string, fn func(ctx context.Context, in
 // child run, with the tool_use input as its inputs; the tool's result is the
 // agent's result. Sub-agent tools are reads.
 func SubAgentTool(name, description, agent string) ToolDef {
-	return ToolDef{name: name, description: description, subAgent: agent}
+	return ToolDef{name: name, description: description, subAgent: agent, schema: objectSchema}
 }
 
 // ReadOnly returns a copy of the tool declared read-only.

@@ -91,7 +91,8 @@ type RunParams struct {
 	Inputs map[string]json.RawMessage
 	// Resolver overrides Config.Resolver for this run (not its children).
 	Resolver Resolver
-	// Models overrides the model client for this run's model calls.
+	// Models overrides the model client for the model calls of this run and
+	// of its children (child runs, gathers and sub-agent tools).
 	Models ModelClient
 	// Model, when set, replaces the model id of every model call of this
 	// run (--model).
@@ -194,6 +195,7 @@ type run struct {
 	t        *target
 	resolver Resolver
 	models   ModelClient
+	override ModelClient // RunParams.Models, which the run's children use too
 	model    string
 	system   string
 	clock    Clock
@@ -243,6 +245,7 @@ func (rt *Runtime) execute(ctx context.Context, t *target, p RunParams) (Outcome
 		t:        t,
 		resolver: cmp.Or(p.Resolver, rt.cfg.Resolver),
 		models:   p.Models,
+		override: p.Models,
 		model:    p.Model,
 		system:   p.System,
 		clock:    cmp.Or(p.Clock, rt.cfg.Clock),
@@ -517,6 +520,9 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 	}
 	if s.tokenIsKey {
 		c.Token = "step:" + key
+	}
+	if req, ok := s.input.(ModelRequest); ok && s.kind == KindModel {
+		c.Model = &req
 	}
 	id := c.ID()
 	if ferr != nil {

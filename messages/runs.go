@@ -8,6 +8,10 @@ type StartRunBody struct {
 	RunID      string          `json:"run_id,omitempty"`
 	TargetName string          `json:"target_name"`
 	Inputs     json.RawMessage `json:"inputs,omitempty"`
+	// LLMRef names the model client of an agent's model calls: "anthropic",
+	// "openai" or one the worker's binary registered; empty means the
+	// worker's PYRULA_LLM_REF, else the agent's own client.
+	LLMRef string `json:"llm_ref,omitempty"`
 }
 
 // RunCaseBody is the body of run_case: a case run from a saved bundle or
@@ -58,6 +62,8 @@ type RunCaseOptions struct {
 	Prices     json.RawMessage `json:"prices,omitempty"`
 	AllowWrite []string        `json:"allow_write,omitempty"`
 	ReplayOnly bool            `json:"replay_only,omitempty"`
+	// LLMRef names the model client of live model calls (as StartRunBody's).
+	LLMRef string `json:"llm_ref,omitempty"`
 }
 
 // RunResult is the result of start_run and run_case: the submitted run and

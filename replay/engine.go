@@ -89,6 +89,9 @@ type Params struct {
 	// Models is the model client for live model calls; default the agent's
 	// own client.
 	Models flow.ModelClient
+	// LLMRef names Models for the outcome (its llm_ref); empty when Models
+	// is nil.
+	LLMRef string
 	// Clock is the base clock (default the system clock); the run gets a
 	// clock on top of it that jumps over waits instead of waiting.
 	Clock flow.Clock
@@ -147,12 +150,16 @@ type Outcome struct {
 	PrefixCalls  int      `json:"prefix_calls"`
 	ChangedCalls []string `json:"changed_calls"`
 	LiveCalls    int      `json:"live_calls"`
-	CostUSD      float64  `json:"cost_usd"`
+	CostUSD      USD      `json:"cost_usd"`
 	// CostObservable is false when a live model call reported no usage or
 	// used a model with no price.
-	CostObservable bool         `json:"cost_observable"`
-	CodeVersion    CodeVersions `json:"code_version"`
-	FixtureHash    string       `json:"fixture_hash"`
+	CostObservable bool `json:"cost_observable"`
+	// LLMRef names the model client that answered live model calls
+	// (--llm-ref, llm_ref); null when none was named and the target's own
+	// client, if any, answered them.
+	LLMRef      *string      `json:"llm_ref"`
+	CodeVersion CodeVersions `json:"code_version"`
+	FixtureHash string       `json:"fixture_hash"`
 	// UnconsumedKeys (replay-only) are the recorded post-fork calls the run
 	// never made.
 	UnconsumedKeys *[]string       `json:"unconsumed_keys,omitempty"`
@@ -212,6 +219,7 @@ type engine struct {
 	prefixDone   int
 	liveCalls    int
 	cost         float64
+	reserved     map[string]float64 // worst-case cost of live model calls in flight, by call id
 	unobservable string
 	calls        []CallLine
 	counts       map[string]int
@@ -509,9 +517,20 @@ func (e *engine) ladder(c flow.Call) flow.Resolution {
 		if _, ok := e.prices[model]; !ok {
 			return e.stop(c, messages.LiveBudgetExceeded, "%s: model %q has no price under --max-cost-usd (add it with --prices)", id, model)
 		}
-		if e.cost >= *e.p.MaxCostUSD {
-			return e.stop(c, messages.LiveBudgetExceeded, "%s: spend %.6f USD reached --max-cost-usd %g", id, e.cost, *e.p.MaxCostUSD)
+		worst := e.prices[model].WorstCase(PromptBound(c.Input, c.Model), maxTokensOf(c))
+		committed := e.cost
+		for _, r := range e.reserved {
+			committed += r
 		}
+		if committed+worst > *e.p.MaxCostUSD {
+			return e.stop(c, messages.LiveBudgetExceeded,
+				"%s: not sent: it could cost up to %s USD (at most %d prompt and %d answer tokens of %s) on top of %s USD spent or reserved, over --max-cost-usd %s",
+				id, fmtUSD(worst), PromptBound(c.Input, c.Model), maxTokensOf(c), model, fmtUSD(committed), fmtUSD(*e.p.MaxCostUSD))
+		}
+		if e.reserved == nil {
+			e.reserved = map[string]float64{}
+		}
+		e.reserved[id] = worst
 	}
 	e.liveCalls++
 	return flow.Resolution{Action: flow.ActLive, Provenance: prov}
@@ -547,6 +566,29 @@ func (e *engine) supplied(c flow.Call) (json.RawMessage, bool) {
 	return nil, false
 }
 
+// llmRef is the outcome's llm_ref.
+func (e *engine) llmRef() *string {
+	if e.p.LLMRef == "" {
+		return nil
+	}
+	ref := e.p.LLMRef
+	return &ref
+}
+
+// maxTokensOf is a model call's answer bound.
+func maxTokensOf(c flow.Call) int64 {
+	if c.Model != nil && c.Model.MaxTokens > 0 {
+		return c.Model.MaxTokens
+	}
+	return flow.DefaultMaxTokens
+}
+
+// fmtUSD formats dollars as USD's JSON does.
+func fmtUSD(v float64) string {
+	raw, _ := USD(v).MarshalJSON()
+	return string(raw)
+}
+
 func modelOf(input json.RawMessage) string {
 	var in struct {
 		Model string `json:"model"`
@@ -562,6 +604,7 @@ func (e *engine) Observe(ctx context.Context, o flow.Observation) {
 	defer e.mu.Unlock()
 	c := o.Call
 	if o.Resolution.Action == flow.ActLive && c.Kind == flow.KindModel {
+		delete(e.reserved, c.ID())
 		e.spendLocked(c, o.Record)
 	}
 	if !e.p.FromStart && c.Seq < len(e.prefix) {
@@ -665,7 +708,7 @@ func appendJSONString(dst []byte, s string) []byte {
 func (e *engine) outcomeLocked(term flow.Event, out flow.Outcome) Outcome {
 	o := Outcome{Type: "outcome", RunID: e.p.RunID, Target: e.p.Target, Status: out.Status,
 		Provenance: maps2(e.counts), PrefixCalls: e.prefixDone, ChangedCalls: slices.Clone(e.changed),
-		LiveCalls: e.liveCalls, CostUSD: e.cost, CostObservable: e.unobservable == "",
+		LiveCalls: e.liveCalls, CostUSD: USD(e.cost), LLMRef: e.llmRef(), CostObservable: e.unobservable == "",
 		CodeVersion: CodeVersions{Recorded: e.p.Bundle.Manifest.CodeVersion, Current: e.target.CodeVersion},
 		FixtureHash: e.p.FixtureHash, LastSeq: out.LastSeq}
 	switch term.Kind {

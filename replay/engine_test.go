@@ -282,13 +282,62 @@ func TestAgentCost(t *testing.T) {
 	if rep.Outcome.Code != "live_budget_exceeded" {
 		t.Fatalf("%+v", rep.Outcome)
 	}
+	// A call whose worst case could pass the ceiling is not sent: nothing
+	// is spent.
 	prices := replay.Prices{"local-support-1b": {InputPerMTok: 1e6, OutputPerMTok: 0}}
 	rep, _ = runCase(t, b, replay.Options{Model: "local-support-1b", MaxCostUSD: new(1.0), Prices: prices, AllowWrite: []string{"tool:refund"}})
-	if rep.Outcome.Code != "live_budget_exceeded" || rep.Outcome.CostUSD < 1 {
+	if rep.Outcome.Code != "live_budget_exceeded" || rep.Outcome.CostUSD != 0 || rep.Outcome.LiveCalls != 0 ||
+		!strings.Contains(rep.Outcome.Message, "not sent") {
 		t.Fatalf("%+v", rep.Outcome)
 	}
 	if messages.Code(rep.Outcome.Code).ExitStatus() != 3 {
 		t.Fatal("exit")
+	}
+}
+
+// TestCostCeilingHolds runs the same agent case under ceilings from
+// nothing to plenty: the spend never passes the ceiling, a stopped run
+// stops before sending (live_budget_exceeded), a higher ceiling never
+// allows fewer live calls, and a high enough one completes.
+func TestCostCeilingHolds(t *testing.T) {
+	rec := record(t, examples.SupportAgent, nil)
+	b := rec.bundleAt(rec.seqAfter(t, "model:0"))
+	// 1 $ per thousand prompt tokens, 2 $ per thousand answer tokens, and
+	// an agent answer bound from the registration (DefaultMaxTokens).
+	prices := replay.Prices{"local-support-1b": {InputPerMTok: 1000, OutputPerMTok: 2000}}
+	lastLive, completed, partial := -1, false, false
+	for _, ceiling := range []float64{0, 1, 5, 9, 10, 10.2, 10.4, 10.6, 10.8, 11, 11.5, 12, 20, 120} {
+		rep, _ := runCase(t, b, replay.Options{Model: "local-support-1b", MaxCostUSD: new(ceiling), Prices: prices, AllowWrite: []string{"tool:refund"}})
+		o := rep.Outcome
+		if float64(o.CostUSD) > ceiling {
+			t.Errorf("ceiling %g: spent %g", ceiling, float64(o.CostUSD))
+		}
+		switch {
+		case o.Status == flow.StatusComplete:
+			completed = true
+		case o.Code == "live_budget_exceeded" && strings.Contains(o.Message, "not sent"):
+			partial = partial || o.LiveCalls > 0
+		default:
+			t.Errorf("ceiling %g: %+v", ceiling, o)
+		}
+		if o.LiveCalls < lastLive {
+			t.Errorf("ceiling %g: %d live calls, fewer than %d under a lower ceiling", ceiling, o.LiveCalls, lastLive)
+		}
+		t.Logf("ceiling %g: %s %s live %d cost %v", ceiling, o.Status, o.Code, o.LiveCalls, float64(o.CostUSD))
+		lastLive = o.LiveCalls
+	}
+	if !completed || lastLive == 0 || !partial {
+		t.Errorf("completed %v (last %d live calls), stopped after a live call %v: want both", completed, lastLive, partial)
+	}
+}
+
+// TestCostPrintsWithoutFloatNoise checks the outcome's cost_usd encoding.
+func TestCostPrintsWithoutFloatNoise(t *testing.T) {
+	for v, want := range map[float64]string{0.1 + 0.2: "0.3", 0.0011409999999999998: "0.001141", 0: "0", 12.5: "12.5", 1e-10: "0"} {
+		raw, err := json.Marshal(replay.USD(v))
+		if err != nil || string(raw) != want {
+			t.Errorf("USD(%v) = %s %v, want %s", v, raw, err, want)
+		}
 	}
 }
 

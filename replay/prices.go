@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
+	"strconv"
 
 	"github.com/pyrula/caseworker/flow"
 )
@@ -47,27 +49,49 @@ type Prices map[string]Price
 
 func f64(v float64) *float64 { return &v }
 
-// DefaultPrices is the default price table (USD per million tokens: input,
-// output, cache write, cache read). It knows the example agents' local
-// models, which cost a token amount so that cost ceilings can be tested,
-// and a few hosted models:
-//
-//	local-support-1     0.10   0.40   0.10   0.01
-//	local-policy-1      0.10   0.40   0.10   0.01
-//	claude-opus-4-1    15.00  75.00  18.75   1.50
-//	claude-sonnet-4-5   3.00  15.00   3.75   0.30  (prompts above 200,000 tokens: 6.00 22.50 7.50 0.60)
-//	claude-haiku-4-5    1.00   5.00   1.25   0.10
-//	gpt-4o              2.50  10.00   2.50   1.25
-//	gpt-4o-mini         0.15   0.60   0.15   0.075
+// PricesAsOf is the date the hosted models' rows of DefaultPrices were
+// checked against the providers' published prices (docs/models.md gives each
+// row's source).
+const PricesAsOf = "2026-12-03"
+
+// DefaultPrices is the default price table, in US dollars per million
+// tokens: input, output, cache write, cache read, and for some models a
+// long-context tier that prices a whole call whose prompt is above a
+// threshold. It knows the example agents' local models (they cost a token
+// amount so that cost ceilings can be tested) and the current Anthropic and
+// OpenAI models as published on PricesAsOf. --prices adds or replaces rows.
 func DefaultPrices() Prices {
+	lc := func(above int64, in, out, cw, cr float64) *LongContextPrice {
+		return &LongContextPrice{AboveInputTokens: above, InputPerMTok: in, OutputPerMTok: out, CacheWritePerMTok: f64(cw), CacheReadPerMTok: f64(cr)}
+	}
+	row := func(in, out, cw, cr float64) Price {
+		return Price{InputPerMTok: in, OutputPerMTok: out, CacheWritePerMTok: f64(cw), CacheReadPerMTok: f64(cr)}
+	}
+	withLC := func(p Price, l *LongContextPrice) Price { p.LongContext = l; return p }
 	return Prices{
-		"local-support-1":   {InputPerMTok: 0.10, OutputPerMTok: 0.40, CacheWritePerMTok: f64(0.10), CacheReadPerMTok: f64(0.01)},
-		"local-policy-1":    {InputPerMTok: 0.10, OutputPerMTok: 0.40, CacheWritePerMTok: f64(0.10), CacheReadPerMTok: f64(0.01)},
-		"claude-opus-4-1":   {InputPerMTok: 15, OutputPerMTok: 75, CacheWritePerMTok: f64(18.75), CacheReadPerMTok: f64(1.50)},
-		"claude-sonnet-4-5": {InputPerMTok: 3, OutputPerMTok: 15, CacheWritePerMTok: f64(3.75), CacheReadPerMTok: f64(0.30), LongContext: &LongContextPrice{AboveInputTokens: 200000, InputPerMTok: 6, OutputPerMTok: 22.5, CacheWritePerMTok: f64(7.5), CacheReadPerMTok: f64(0.60)}},
-		"claude-haiku-4-5":  {InputPerMTok: 1, OutputPerMTok: 5, CacheWritePerMTok: f64(1.25), CacheReadPerMTok: f64(0.10)},
-		"gpt-4o":            {InputPerMTok: 2.5, OutputPerMTok: 10, CacheWritePerMTok: f64(2.5), CacheReadPerMTok: f64(1.25)},
-		"gpt-4o-mini":       {InputPerMTok: 0.15, OutputPerMTok: 0.60, CacheWritePerMTok: f64(0.15), CacheReadPerMTok: f64(0.075)},
+		// The example agents' scripted local models.
+		"local-support-1": row(0.10, 0.40, 0.10, 0.01),
+		"local-policy-1":  row(0.10, 0.40, 0.10, 0.01),
+		// Anthropic (Messages API; cache write = the 5-minute write rate).
+		"claude-fable-5-1":  row(10, 50, 12.50, 0.25),
+		"claude-opus-5-5":   row(4, 20, 5, 0.20),
+		"claude-opus-5":     row(5, 25, 6.25, 0.50),
+		"claude-sonnet-5-5": row(2, 10, 2.50, 0.10),
+		"claude-sonnet-5":   row(2, 10, 2.50, 0.20),
+		"claude-haiku-5-5":  withLC(row(0.10, 0.50, 0.125, 0.01), lc(100000, 0.50, 2.50, 0.625, 0.05)),
+		"claude-opus-4-5":   row(5, 25, 6.25, 0.50),
+		"claude-opus-4-1":   row(15, 75, 18.75, 1.50),
+		"claude-sonnet-4-6": withLC(row(3, 15, 3.75, 0.30), lc(200000, 6, 22.50, 7.50, 0.60)),
+		"claude-sonnet-4-5": withLC(row(3, 15, 3.75, 0.30), lc(200000, 6, 22.50, 7.50, 0.60)),
+		"claude-haiku-4-5":  row(1, 5, 1.25, 0.10),
+		// OpenAI (Chat Completions; prompt caching is automatic and writes
+		// cost the input rate).
+		"gpt-5.5":      withLC(row(5, 30, 5, 0.50), lc(272000, 10, 45, 10, 1)),
+		"gpt-5.4":      row(2.50, 15, 2.50, 0.25),
+		"gpt-5.4-mini": row(0.75, 4.50, 0.75, 0.075),
+		"gpt-5.4-nano": row(0.20, 1.25, 0.20, 0.02),
+		"gpt-4o":       row(2.50, 10, 2.50, 1.25),
+		"gpt-4o-mini":  row(0.15, 0.60, 0.15, 0.075),
 	}
 }
 
@@ -125,20 +149,70 @@ func (p Prices) Merge(over Prices) Prices {
 	return out
 }
 
-// Cost is what a model call with usage u costs at price p, in US dollars.
-func (p Price) Cost(u flow.Usage) float64 {
+// rates are one tier's rates with the cache rates resolved.
+type rates struct{ in, out, cacheWrite, cacheRead float64 }
+
+// tier returns the rates that apply to a call whose prompt (input + cache
+// creation + cache read tokens) has prompt tokens.
+func (p Price) tier(prompt int64) rates {
 	in, out, cw, cr := p.InputPerMTok, p.OutputPerMTok, p.CacheWritePerMTok, p.CacheReadPerMTok
-	prompt := u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
 	if lc := p.LongContext; lc != nil && prompt > lc.AboveInputTokens {
 		in, out, cw, cr = lc.InputPerMTok, lc.OutputPerMTok, lc.CacheWritePerMTok, lc.CacheReadPerMTok
 	}
-	cwr, crr := in, in
+	r := rates{in: in, out: out, cacheWrite: in, cacheRead: in}
 	if cw != nil {
-		cwr = *cw
+		r.cacheWrite = *cw
 	}
 	if cr != nil {
-		crr = *cr
+		r.cacheRead = *cr
 	}
-	return (float64(u.InputTokens)*in + float64(u.OutputTokens)*out +
-		float64(u.CacheCreationInputTokens)*cwr + float64(u.CacheReadInputTokens)*crr) / 1e6
+	return r
+}
+
+// Cost is what a model call with usage u costs at price p, in US dollars.
+func (p Price) Cost(u flow.Usage) float64 {
+	r := p.tier(u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens)
+	return (float64(u.InputTokens)*r.in + float64(u.OutputTokens)*r.out +
+		float64(u.CacheCreationInputTokens)*r.cacheWrite + float64(u.CacheReadInputTokens)*r.cacheRead) / 1e6
+}
+
+// WorstCase is the most a model call can cost at price p when its prompt
+// has at most prompt tokens and its answer at most maxTokens: every prompt
+// token at the dearest prompt rate (input, cache write or cache read) of
+// the tier that prompt falls in, every answer token at the output rate.
+func (p Price) WorstCase(prompt, maxTokens int64) float64 {
+	r := p.tier(prompt)
+	return (float64(prompt)*max(r.in, r.cacheWrite, r.cacheRead) + float64(maxTokens)*r.out) / 1e6
+}
+
+// PromptFraming is the allowance, in tokens, that PromptBound adds for what
+// a provider wraps around a request (role markers, tool-use formatting, the
+// tools' framing). It is generous: a bound that is too low would let a call
+// pass the cost ceiling.
+const PromptFraming = 1024
+
+// PromptBound is an upper bound of the prompt tokens of a model request:
+// one token per UTF-8 byte of what the client sends (the model, system
+// prompt and messages as the call's input, and every offered tool's name,
+// description and input schema; no tokenizer makes a token of less than a
+// byte), plus PromptFraming.
+func PromptBound(input []byte, req *flow.ModelRequest) int64 {
+	n := int64(len(input)) + PromptFraming
+	if req != nil {
+		for _, t := range req.ToolSpecs {
+			n += int64(len(t.Name) + len(t.Description) + len(t.InputSchema))
+		}
+	}
+	return n
+}
+
+// USD is an amount of US dollars that encodes in JSON rounded to the
+// nano-dollar, so that sums of per-token prices print without float noise
+// (0.001141, not 0.0011409999999999998).
+type USD float64
+
+// MarshalJSON implements json.Marshaler.
+func (u USD) MarshalJSON() ([]byte, error) {
+	v := math.Round(float64(u)*1e9) / 1e9
+	return strconv.AppendFloat(nil, v, 'f', -1, 64), nil
 }

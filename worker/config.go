@@ -88,6 +88,12 @@ type Config struct {
 	HTTPAddr string `envconfig:"HTTP_ADDR" default:":9090" desc:"listen address of /healthz, /readyz and /metrics"`
 	// LogLevel is PYRULA_LOG_LEVEL: debug, info, warn or error.
 	LogLevel string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	// LLMRef is PYRULA_LLM_REF: the model client of agents' live model
+	// calls when a message names none (llm_ref): anthropic (configured
+	// from ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL), openai (OPENAI_API_KEY,
+	// OPENAI_BASE_URL) or a client the binary registered; empty means each
+	// agent's own client.
+	LLMRef string `envconfig:"LLM_REF" desc:"model client of live model calls: anthropic, openai or one the binary registered; empty: the agent's own"`
 	// LogFormat is PYRULA_LOG_FORMAT: json or console.
 	LogFormat string `envconfig:"LOG_FORMAT" default:"json" desc:"json or console"`
 }

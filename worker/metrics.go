@@ -257,6 +257,6 @@ func (m *metrics) caseOutcome(o replay.Outcome) {
 		m.caseCalls.WithLabelValues(provPrefix).Add(float64(o.PrefixCalls))
 	}
 	if o.CostUSD > 0 {
-		m.liveCost.Add(o.CostUSD)
+		m.liveCost.Add(float64(o.CostUSD))
 	}
 }

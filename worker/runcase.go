@@ -61,9 +61,14 @@ func (x *executor) runCase(ctx context.Context, meta journal.Meta, request json.
 		}
 		return stop(code, msg, string(cb.Hash()))
 	}
+	ref := x.w.llmRef(b.Options.LLMRef)
+	models, err := x.w.modelClient(ref)
+	if me := messages.AsError(err); me != nil {
+		return stop(me.Code, me.Message, string(cb.Hash()))
+	}
 	rep, err := replay.Run(ctx, replay.Params{
 		Bundle: bd, Canonical: true, FixtureHash: string(cb.Hash()), Target: b.TargetName, RunID: meta.RunID,
-		Registry: x.w.reg, Log: x.log, Options: opts,
+		Registry: x.w.reg, Log: x.log, Options: opts, Models: models, LLMRef: ref,
 	})
 	if me := messages.AsError(err); me != nil {
 		return stop(me.Code, me.Message, string(cb.Hash()))

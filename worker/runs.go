@@ -536,7 +536,7 @@ func (x *executor) run(ctx context.Context, runID string, log *zap.Logger) (flow
 	if messages.MessageType(typ) == messages.RunCase {
 		out, err = x.runCase(ctx, meta, sub.Fields[fieldRequest], log)
 	} else {
-		out, err = x.startRun(ctx, meta)
+		out, err = x.startRun(ctx, meta, sub.Fields[fieldRequest])
 	}
 	if err != nil {
 		return "", err
@@ -558,7 +558,17 @@ func (x *executor) run(ctx context.Context, runID string, log *zap.Logger) (flow
 
 // startRun executes a start_run run: the flow runtime over the journal,
 // which starts it or resumes it from its journal.
-func (x *executor) startRun(ctx context.Context, meta journal.Meta) (flow.Outcome, error) {
+func (x *executor) startRun(ctx context.Context, meta journal.Meta, request json.RawMessage) (flow.Outcome, error) {
+	var b messages.StartRunBody
+	if len(request) > 0 {
+		if err := json.Unmarshal(request, &b); err != nil {
+			return x.fail(ctx, meta, messages.InvalidOverrides, fmt.Sprintf("the run's request is not a start_run body: %v", err), nil)
+		}
+	}
+	models, err := x.w.modelClient(x.w.llmRef(b.LLMRef))
+	if me := messages.AsError(err); me != nil {
+		return x.fail(ctx, meta, me.Code, me.Message, nil)
+	}
 	var inputs map[string]json.RawMessage
 	if len(meta.Inputs) > 0 {
 		if err := json.Unmarshal(meta.Inputs, &inputs); err != nil {
@@ -569,7 +579,7 @@ func (x *executor) startRun(ctx context.Context, meta journal.Meta) (flow.Outcom
 	if err != nil {
 		return flow.Outcome{}, fmt.Errorf("worker: %w", err)
 	}
-	out, err := rt.Run(ctx, flow.RunParams{RunID: meta.RunID, Target: meta.TargetName, Inputs: inputs})
+	out, err := rt.Run(ctx, flow.RunParams{RunID: meta.RunID, Target: meta.TargetName, Inputs: inputs, Models: models})
 	if errors.Is(err, flow.ErrUnknownTarget) || errors.Is(err, flow.ErrInvalidInputs) {
 		return x.fail(ctx, meta, messages.InvalidOverrides, err.Error(), nil)
 	}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
 	"github.com/pyrula/caseworker/messages"
@@ -254,4 +257,72 @@ func TestRunResumedAfterWorkerDied(t *testing.T) {
 		t.Errorf("%d run:start events, want 1 (resumed, not restarted)", n)
 	}
 	eventually(t, 10*time.Second, func() bool { return e.runsPending() == 0 })
+}
+
+// TestRunCaseLLMRef checks llm_ref: a client the binary registered answers
+// the live model calls of a case run (named by the message, else by
+// PYRULA_LLM_REF), the case:outcome names it, and a name that names no
+// client, or model options on a workflow, are refused before anything is
+// submitted.
+func TestRunCaseLLMRef(t *testing.T) {
+	t.Parallel()
+	st := memstore.New(memstore.Options{})
+	f, err := os.Open("../testdata/cases/support-agent-recorded.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := bundle.Read(f, bundle.Options{})
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Save(context.Background(), st, c); err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int64
+	answer := flow.ModelClientFunc(func(ctx context.Context, req flow.ModelRequest) (flow.ModelResponse, error) {
+		calls.Add(1)
+		return flow.ModelResponse{Role: "assistant", Content: []flow.Block{flow.TextBlock("done")},
+			Usage: &flow.Usage{InputTokens: 10, OutputTokens: 2}}, nil
+	})
+	e := setupRegistered(t, st, func(cfg *worker.Config) { cfg.LLMRef = "scripted" }, func(reg *flow.Registry) error {
+		return reg.RegisterModelClient("scripted", answer)
+	})
+	source := map[string]any{"bundle": map[string]any{"fixture_hash": string(c.Hash())}}
+	options := map[string]any{"model": "local-support-2", "from_start": true, "allow_write": []string{"tool:refund"}}
+	e.send("m1", "run_case", map[string]any{"target_name": "support_agent", "source": source, "options": options})
+	e.send("m2", "run_case", map[string]any{"target_name": "support_agent", "source": source,
+		"options": map[string]any{"model": "local-support-2", "llm_ref": "nope"}})
+	e.send("m3", "run_case", map[string]any{"target_name": "checkout", "source": source, "options": map[string]any{"model": "x"}})
+	e.send("m4", "start_run", map[string]any{"target_name": "support_agent", "llm_ref": "anthropic"})
+	replies := map[string]messages.Reply{}
+	for _, r := range e.waitReplies(4) {
+		replies[r.MessageID] = r
+	}
+	wantReply(t, replies["m2"], messages.StatusRefused, messages.InvalidOverrides)
+	if !strings.Contains(replies["m2"].Message, `"nope" names no model client (have anthropic, openai, scripted)`) {
+		t.Errorf("m2: %s", replies["m2"].Message)
+	}
+	wantReply(t, replies["m3"], messages.StatusRefused, messages.InvalidOverrides)
+	wantReply(t, replies["m4"], messages.StatusRefused, messages.InvalidOverrides)
+	if !strings.Contains(replies["m4"].Message, "ANTHROPIC_API_KEY") {
+		t.Errorf("m4: %s", replies["m4"].Message)
+	}
+	events := e.waitRun(runResult(t, replies["m1"]).RunID, 20*time.Second)
+	if kind, code := last(t, events); kind != "run:complete" {
+		t.Fatalf("m1 ended %s %s", kind, code)
+	}
+	var outcome struct {
+		LLMRef    *string `json:"llm_ref"`
+		LiveCalls int     `json:"live_calls"`
+	}
+	for _, ev := range events {
+		if ev.Kind == "case:outcome" {
+			raw, _ := json.Marshal(ev.Fields)
+			_ = json.Unmarshal(raw, &outcome)
+		}
+	}
+	if outcome.LLMRef == nil || *outcome.LLMRef != "scripted" || outcome.LiveCalls == 0 || calls.Load() == 0 {
+		t.Errorf("case:outcome llm_ref %v, %d live calls; the client answered %d", outcome.LLMRef, outcome.LiveCalls, calls.Load())
+	}
 }

@@ -56,6 +56,9 @@ func (w *Worker) startRun(ctx context.Context, env messages.Envelope) (any, erro
 	} else if inputs[0] != '{' {
 		return nil, messages.Errorf(messages.InvalidOverrides, "inputs must be a JSON object")
 	}
+	if _, err := w.modelClient(w.llmRef(b.LLMRef)); err != nil {
+		return nil, err
+	}
 	return w.submit(ctx, env, b.RunID, "run_", b.TargetName, inputs)
 }
 
@@ -94,6 +97,17 @@ func (w *Worker) runCase(ctx context.Context, env messages.Envelope) (any, error
 		}
 	}
 	if _, err := caseOptions(b.Options); err != nil {
+		return nil, err
+	}
+	if info, ok := w.reg.Lookup(b.TargetName); ok && info.Kind != bundle.KindAgent {
+		switch {
+		case b.Options.Model != "":
+			return nil, messages.Errorf(messages.InvalidOverrides, "options.model applies to agents; %s is a %s", b.TargetName, info.Kind)
+		case b.Options.Prompt != "":
+			return nil, messages.Errorf(messages.InvalidOverrides, "options.prompt applies to agents; %s is a %s", b.TargetName, info.Kind)
+		}
+	}
+	if _, err := w.modelClient(w.llmRef(b.Options.LLMRef)); err != nil {
 		return nil, err
 	}
 	var inputs json.RawMessage

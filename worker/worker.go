@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,9 @@ type Params struct {
 	// Client, when set, is the Valkey client to use instead of one
 	// connected to Config.ValkeyURL; the worker does not close it.
 	Client valkey.Client
+	// Getenv reads the environment of the built-in model clients
+	// (ANTHROPIC_API_KEY, OPENAI_BASE_URL, …); os.Getenv when nil.
+	Getenv func(string) string
 }
 
 // Worker consumes the message stream. Create it with New, then Start and
@@ -63,6 +67,7 @@ type Worker struct {
 	active inflight      // entry ids in flight
 	parked inflight      // entry ids left pending here after a failure, each keeping a slot
 	exec   *executor     // executes the runs stream
+	models modelClients  // live model clients by llm_ref
 
 	mu       sync.Mutex
 	started  bool
@@ -98,9 +103,14 @@ func New(cfg Config, p Params) (*Worker, error) {
 	if reg == nil {
 		reg = flow.NewRegistry()
 	}
+	getenv := p.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
 	return &Worker{
 		cfg: cfg, log: log, reg: reg, metrics: m,
 		givenStore: p.Store, givenClient: p.Client,
+		models:  modelClients{reg: reg, getenv: getenv},
 		slots:   make(chan struct{}, cfg.Concurrency),
 		saves:   make(chan struct{}, cfg.SaveConcurrency),
 		stopped: make(chan struct{}),

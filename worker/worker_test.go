@@ -45,6 +45,18 @@ func setup(t *testing.T, st store.Store, mod func(*worker.Config)) *env {
 // embedded server of conformance_test.go).
 func setupWith(t *testing.T, c valkey.Client, st store.Store, mod func(*worker.Config)) *env {
 	t.Helper()
+	return setupOn(t, c, st, mod, nil)
+}
+
+// setupRegistered is setup with more registered in the worker's registry
+// (model clients, targets) by register.
+func setupRegistered(t *testing.T, st store.Store, mod func(*worker.Config), register func(*flow.Registry) error) *env {
+	t.Helper()
+	return setupOn(t, testenv.ValkeyClient(t), st, mod, register)
+}
+
+func setupOn(t *testing.T, c valkey.Client, st store.Store, mod func(*worker.Config), register func(*flow.Registry) error) *env {
+	t.Helper()
 	ns := testenv.UniqueName(t, "wk")
 	t.Cleanup(func() {
 		ctx := context.Background()
@@ -60,6 +72,11 @@ func setupWith(t *testing.T, c valkey.Client, st store.Store, mod func(*worker.C
 	reg := flow.NewRegistry()
 	if _, err := examples.Register(reg); err != nil {
 		t.Fatal(err)
+	}
+	if register != nil {
+		if err := register(reg); err != nil {
+			t.Fatal(err)
+		}
 	}
 	e := &env{t: t, client: c, cfg: cfg, reg: reg}
 	e.start(st)

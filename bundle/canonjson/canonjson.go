@@ -439,7 +439,7 @@ func AppendQuoted(dst, s []byte) []byte {
 
 // appendNumber appends the canonical form of the raw JSON number raw.
 func appendNumber(dst, raw []byte) ([]byte, error) {
-	if bytes.IndexAny(raw, ".eE") < 0 {
+	if !bytes.ContainsAny(raw, ".eE") {
 		digits := len(raw)
 		if raw[0] == '-' {
 			digits--

@@ -347,7 +347,7 @@ func TestStoreFailsUntilDeadLettered(t *testing.T) {
 	}
 	sendAll(t, client, stream, msgs)
 	start := time.Now()
-	got, last = readReplies(t, client, replies, last, len(msgs), 60*time.Second)
+	_, last = readReplies(t, client, replies, last, len(msgs), 60*time.Second)
 	t.Logf("%d messages dead-lettered %v after they were sent", len(msgs), time.Since(start).Round(time.Millisecond))
 	sent := map[string]int{"seed": 1, "save-ok": 1}
 	for _, m := range msgs {
