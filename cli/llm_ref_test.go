@@ -163,6 +163,19 @@ func TestLLMRefOpenAICompatible(t *testing.T) {
 	wantError(t, run(t, invocation{args: append(args[:3], "--llm-ref", "anthropic")}), "ANTHROPIC_API_KEY")
 	wantError(t, run(t, invocation{args: append(args[:3], "--llm-ref", "openai")}), "OPENAI_API_KEY")
 
+	// dev (like run) sends the agent's live model calls to the named client.
+	before := len(srv.requests())
+	r = run(t, invocation{args: []string{"dev", "support_agent", "--dir", t.TempDir(), "--llm-ref", "openai"}, env: env})
+	var kept devOut
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &kept); err != nil || r.code != 0 {
+		t.Fatalf("dev --llm-ref: %v\n%s", err, r)
+	}
+	if got := srv.requests()[before:]; len(got) != 2 || got[0] != "local-support-1" ||
+		!strings.Contains(string(kept.Result), "a refund is on its way") {
+		t.Errorf("dev --llm-ref: the server saw %v; result %s", got, kept.Result)
+	}
+
 	// --model and --prompt-file are for agents.
 	_, _, wf := dev(t, dir, "checkout", "--dir", dir, "--input", "delay_ms=1")
 	wantError(t, run(t, invocation{args: []string{"case", "run", wf.Case, "--model", "gpt-5.4"}}), "--model applies to agents; checkout is a workflow")

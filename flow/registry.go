@@ -181,7 +181,7 @@ func newTarget[I, O any](name string, kind bundle.Kind, codeVersion string, defa
 			Registration: bundle.Registration{Tools: []bundle.Tool{}, Steps: []bundle.Step{}},
 			Inputs:       canon,
 		},
-		inputSchema: InputSchema[I](),
+		inputSchema: inputsSchema[I](),
 		stepEffects: make(map[string]Effect),
 		tools:       make(map[string]*ToolDef),
 		decode: func(raw json.RawMessage) (any, error) {

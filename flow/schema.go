@@ -14,13 +14,20 @@ import (
 // encode as a JSON object gives {"type":"object"}, since tool inputs are
 // objects.
 func InputSchema[I any]() json.RawMessage {
-	return schemaOf(reflect.TypeFor[I]())
+	return schemaOf(reflect.TypeFor[I](), true)
+}
+
+// inputsSchema is the schema of a target's inputs I, for a sub-agent tool
+// that runs the target: as InputSchema, but with nothing required at the
+// top level, since every input has a default.
+func inputsSchema[I any]() json.RawMessage {
+	return schemaOf(reflect.TypeFor[I](), false)
 }
 
 // objectSchema is the schema of any object.
 var objectSchema = json.RawMessage(`{"type":"object"}`)
 
-func schemaOf(t reflect.Type) json.RawMessage {
+func schemaOf(t reflect.Type, required bool) json.RawMessage {
 	r := jsonschema.Reflector{DoNotReference: true, ExpandedStruct: true, Anonymous: true}
 	s := r.ReflectFromType(t)
 	if s == nil || s.Type != "object" {
@@ -28,6 +35,9 @@ func schemaOf(t reflect.Type) json.RawMessage {
 	}
 	s.Version = "" // providers take the schema body, not a $schema URI
 	s.ID = ""
+	if !required {
+		s.Required = nil
+	}
 	raw, err := json.Marshal(s)
 	if err != nil {
 		return objectSchema
