@@ -51,7 +51,7 @@ func TestToolSchemasReachTheClient(t *testing.T) {
 		t.Fatalf("max_tokens %d, %d tool specs", got.MaxTokens, len(got.ToolSpecs))
 	}
 	want := map[string]string{
-		"lookup":     `{"properties":{"order_id":{"type":"string"},"detail":{"type":"boolean"},"limits":{"properties":{"max":{"type":"integer"}},"additionalProperties":false,"type":"object","required":["max"]}},"additionalProperties":false,"type":"object","required":["order_id","limits"]}`,
+		"lookup": `{"properties":{"order_id":{"type":"string"},"detail":{"type":"boolean"},"limits":{"properties":{"max":{"type":"integer"}},"additionalProperties":false,"type":"object","required":["max"]}},"additionalProperties":false,"type":"object","required":["order_id","limits"]}`,
 		// Every input of a target has a default: none is required.
 		"ask_policy": `{"properties":{"reason":{"type":"string"}},"additionalProperties":false,"type":"object"}`,
 	}
