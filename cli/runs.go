@@ -169,11 +169,17 @@ func (a *app) runTarget(ctx context.Context, j journal.Journal, target, runID st
 	}
 	res := runOutput{RunID: out.RunID, Status: out.Status, LastSeq: out.LastSeq, Terminal: json.RawMessage("null")}
 	if out.Terminal != nil {
-		raw, err := json.Marshal(out.Terminal)
+		// The terminal event as the journal holds it: the same bytes as
+		// pyrula events, the worker's event stream and the archive print.
+		events, _, err := j.Events(ctx, runID)
 		if err != nil {
-			return err
+			return fmt.Errorf("run %s: read its terminal event: %w", runID, err)
 		}
-		res.Terminal = raw
+		if n := len(events); n > 0 && events[n-1].RunSeq == out.Terminal.RunSeq {
+			if res.Terminal, err = events[n-1].JSON(); err != nil {
+				return err
+			}
+		}
 	}
 	if err := a.emit(res); err != nil {
 		return err

@@ -81,21 +81,21 @@ func TestEventJSON(t *testing.T) {
 		want string
 	}{
 		{flow.Event{RunSeq: 2, Kind: flow.EventRunStart, At: at, Inputs: json.RawMessage(`{"sku":"SKU-42"}`), CodeVersion: "v1"},
-			`{"run_seq":2,"kind":"run:start","at":"2025-03-14T09:26:53.037Z","inputs":{"sku":"SKU-42"},"code_version":"v1"}`},
+			`{"at":"2025-03-14T09:26:53.037000Z","code_version":"v1","inputs":{"sku":"SKU-42"},"kind":"run:start","run_seq":2}`},
 		{flow.Event{RunSeq: 3, Kind: flow.EventCallStart, At: at, Call: call, Input: json.RawMessage(`{"seconds":300}`), WakeAt: at.Add(300 * time.Second)},
-			`{"run_seq":3,"kind":"call:start","at":"2025-03-14T09:26:53.037Z","call":{"kind":"sleep","key":"0","fingerprint":"ab","effect":"pure"},"input":{"seconds":300},"wake_at":"2025-03-14T09:31:53.037Z"}`},
+			`{"at":"2025-03-14T09:26:53.037000Z","call":{"effect":"pure","fingerprint":"ab","key":"0","kind":"sleep"},"input":{"seconds":300},"kind":"call:start","run_seq":3,"wake_at":"2025-03-14T09:31:53.037Z"}`},
 		{flow.Event{RunSeq: 4, Kind: flow.EventCallDone, At: at, Call: call, Provenance: "reused"},
-			`{"run_seq":4,"kind":"call:done","at":"2025-03-14T09:26:53.037Z","call":{"kind":"sleep","key":"0","fingerprint":"ab","effect":"pure"},"provenance":"reused"}`},
+			`{"at":"2025-03-14T09:26:53.037000Z","call":{"effect":"pure","fingerprint":"ab","key":"0","kind":"sleep"},"kind":"call:done","provenance":"reused","run_seq":4}`},
 		{flow.Event{RunSeq: 5, Kind: flow.EventRunComplete, At: at, Result: json.RawMessage(`null`)},
-			`{"run_seq":5,"kind":"run:complete","at":"2025-03-14T09:26:53.037Z","result":null}`},
+			`{"at":"2025-03-14T09:26:53.037000Z","kind":"run:complete","result":null,"run_seq":5}`},
 		{flow.Event{RunSeq: 5, Kind: flow.EventRunError, At: at, Code: messages.RuntimeError, Message: "boom"},
-			`{"run_seq":5,"kind":"run:error","at":"2025-03-14T09:26:53.037Z","code":"runtime_error","message":"boom","stop_key":null,"stop_token":null}`},
+			`{"at":"2025-03-14T09:26:53.037000Z","code":"runtime_error","kind":"run:error","message":"boom","run_seq":5,"stop_key":null,"stop_token":null}`},
 		{flow.Event{RunSeq: 5, Kind: flow.EventRunError, At: at, Code: messages.WriteNotAllowed, Message: "m", StopKey: "tool:toolu_01", StopToken: "tool:refund"},
-			`{"run_seq":5,"kind":"run:error","at":"2025-03-14T09:26:53.037Z","code":"write_not_allowed","message":"m","stop_key":"tool:toolu_01","stop_token":"tool:refund"}`},
+			`{"at":"2025-03-14T09:26:53.037000Z","code":"write_not_allowed","kind":"run:error","message":"m","run_seq":5,"stop_key":"tool:toolu_01","stop_token":"tool:refund"}`},
 		{flow.Event{Kind: flow.EventRunCancelled, At: at},
-			`{"kind":"run:cancelled","at":"2025-03-14T09:26:53.037Z"}`},
+			`{"at":"2025-03-14T09:26:53.037000Z","kind":"run:cancelled"}`},
 		{flow.Event{RunSeq: 1, Kind: flow.EventRunSubmitted, At: at, Extra: map[string]json.RawMessage{"run_id": json.RawMessage(`"run_abc"`)}},
-			`{"run_seq":1,"kind":"run:submitted","at":"2025-03-14T09:26:53.037Z","run_id":"run_abc"}`},
+			`{"at":"2025-03-14T09:26:53.037000Z","kind":"run:submitted","run_id":"run_abc","run_seq":1}`},
 	}
 	for _, tt := range tests {
 		raw, err := json.Marshal(tt.ev)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/pyrula/caseworker/messages"
@@ -35,8 +36,9 @@ func (k EventKind) Terminal() bool {
 }
 
 // TimeFormat is the layout of an event's "at": RFC 3339 in UTC with
-// milliseconds, e.g. "2025-03-14T09:26:53.037Z".
-const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+// microseconds, e.g. "2025-03-14T09:26:53.037512Z", the precision every
+// journal stores.
+const TimeFormat = "2006-01-02T15:04:05.000000Z07:00"
 
 // Event is one journal event. Its JSON form is an object with run_seq, kind
 // and at, then the fields of its kind, exactly these:
@@ -139,7 +141,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	case EventRunStart:
 		fields = append(fields, kv{"inputs", e.Inputs}, kv{"code_version", e.CodeVersion})
 	case EventCallStart:
-		fields = append(fields, kv{"call", e.Call}, kv{"input", e.Input})
+		fields = append(fields, kv{"call", sortedCallOf(e.Call)}, kv{"input", e.Input})
 		if !e.WakeAt.IsZero() {
 			fields = append(fields, kv{"wake_at", e.WakeAt.UTC().Format(time.RFC3339Nano)})
 		}
@@ -147,7 +149,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 			fields = append(fields, kv{"tool", e.Tool})
 		}
 	case EventCallDone:
-		fields = append(fields, kv{"call", e.Call})
+		fields = append(fields, kv{"call", sortedCallOf(e.Call)})
 		if e.Provenance != "" {
 			fields = append(fields, kv{"provenance", e.Provenance})
 		}
@@ -160,24 +162,38 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	written := make(map[string]bool, len(fields))
 	for _, f := range fields {
 		written[f.name] = true
-		if err := field(f.name, f.v); err != nil {
-			return nil, err
-		}
 	}
-	names := make([]string, 0, len(e.Extra))
-	for name := range e.Extra {
+	for name, v := range e.Extra {
 		if !written[name] {
-			names = append(names, name)
+			fields = append(fields, kv{name, v})
 		}
 	}
-	slices.Sort(names)
-	for _, name := range names {
-		if err := field(name, e.Extra[name]); err != nil {
+	// Keys in code-point order, as a journal stores every event, so that an
+	// event has one encoding wherever it is printed.
+	slices.SortFunc(fields, func(a, b kv) int { return strings.Compare(a.name, b.name) })
+	for _, f := range fields {
+		if err := field(f.name, f.v); err != nil {
 			return nil, err
 		}
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
+}
+
+// sortedCall is a call's identity as an event encodes it: keys in
+// code-point order, as a journal stores them.
+type sortedCall struct {
+	Effect      Effect   `json:"effect"`
+	Fingerprint string   `json:"fingerprint"`
+	Key         string   `json:"key"`
+	Kind        CallKind `json:"kind"`
+}
+
+func sortedCallOf(c *CallRef) any {
+	if c == nil {
+		return nil
+	}
+	return sortedCall{c.Effect, c.Fingerprint, c.Key, c.Kind}
 }
 
 // UnmarshalJSON implements json.Unmarshaler: the inverse of MarshalJSON.

@@ -49,11 +49,11 @@ func Example() {
 	}
 	fmt.Println(out.Status, string(out.Result))
 	// Output:
-	// {"run_seq":1,"kind":"run:start","at":"2026-11-30T10:00:00.000Z","inputs":{"sku":"SKU-42"},"code_version":"v1"}
-	// {"run_seq":2,"kind":"call:start","at":"2026-11-30T10:00:00.000Z","call":{"kind":"step","key":"quote:0","fingerprint":"008a7708a242564951e66f3b77f2136f6f331ef13aaccf7ea65a8221a4e15806","effect":"read"},"input":"SKU-42"}
-	// {"run_seq":3,"kind":"call:done","at":"2026-11-30T10:00:00.000Z","call":{"kind":"step","key":"quote:0","fingerprint":"008a7708a242564951e66f3b77f2136f6f331ef13aaccf7ea65a8221a4e15806","effect":"read"}}
-	// {"run_seq":4,"kind":"call:start","at":"2026-11-30T10:00:00.000Z","call":{"kind":"sleep","key":"0","fingerprint":"a7a8d755648711717ad13caf6c5a400db6c30758a37d3436b20034357f452101","effect":"pure"},"input":{"seconds":300},"wake_at":"2026-11-30T10:05:00Z"}
-	// {"run_seq":5,"kind":"call:done","at":"2026-11-30T10:05:00.000Z","call":{"kind":"sleep","key":"0","fingerprint":"a7a8d755648711717ad13caf6c5a400db6c30758a37d3436b20034357f452101","effect":"pure"}}
-	// {"run_seq":6,"kind":"run:complete","at":"2026-11-30T10:05:00.000Z","result":1999}
+	// {"at":"2026-11-30T10:00:00.000000Z","code_version":"v1","inputs":{"sku":"SKU-42"},"kind":"run:start","run_seq":1}
+	// {"at":"2026-11-30T10:00:00.000000Z","call":{"effect":"read","fingerprint":"008a7708a242564951e66f3b77f2136f6f331ef13aaccf7ea65a8221a4e15806","key":"quote:0","kind":"step"},"input":"SKU-42","kind":"call:start","run_seq":2}
+	// {"at":"2026-11-30T10:00:00.000000Z","call":{"effect":"read","fingerprint":"008a7708a242564951e66f3b77f2136f6f331ef13aaccf7ea65a8221a4e15806","key":"quote:0","kind":"step"},"kind":"call:done","run_seq":3}
+	// {"at":"2026-11-30T10:00:00.000000Z","call":{"effect":"pure","fingerprint":"a7a8d755648711717ad13caf6c5a400db6c30758a37d3436b20034357f452101","key":"0","kind":"sleep"},"input":{"seconds":300},"kind":"call:start","run_seq":4,"wake_at":"2026-11-30T10:05:00Z"}
+	// {"at":"2026-11-30T10:05:00.000000Z","call":{"effect":"pure","fingerprint":"a7a8d755648711717ad13caf6c5a400db6c30758a37d3436b20034357f452101","key":"0","kind":"sleep"},"kind":"call:done","run_seq":5}
+	// {"at":"2026-11-30T10:05:00.000000Z","kind":"run:complete","result":1999,"run_seq":6}
 	// complete 1999
 }

@@ -240,8 +240,10 @@ func (m *MemLog) Events(runID string) []Event {
 	return rec.Events
 }
 
-// EventsJSON returns the run's events as JSON: the bytes Event.MarshalJSON
-// gives for each (nil for an unknown run).
+// EventsJSON returns the run's events as canonical JSON: for each, the
+// bytes Event.MarshalJSON gives with keys sorted and no white space, which
+// is how a journal stores and prints the same event (nil for an unknown
+// run).
 func (m *MemLog) EventsJSON(runID string) []json.RawMessage {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -251,15 +253,18 @@ func (m *MemLog) EventsJSON(runID string) []json.RawMessage {
 	}
 	out := make([]json.RawMessage, 0, r.events.n)
 	for me := range r.events.all() {
-		if me.enc != nil {
-			out = append(out, slices.Clone(me.enc))
-			continue
+		raw := me.enc
+		if raw == nil {
+			var err error
+			if raw, err = me.value().MarshalJSON(); err != nil {
+				panic(err) // roundTripped vouched for the event
+			}
 		}
-		raw, err := me.value().MarshalJSON()
+		canon, err := canonical(raw)
 		if err != nil {
-			panic(err) // roundTripped vouched for the event
+			canon = slices.Clone(raw) // kept as given: it was not valid canonical JSON
 		}
-		out = append(out, raw)
+		out = append(out, canon)
 	}
 	return out
 }

@@ -34,7 +34,7 @@ func roundTripped(ev Event) (out Event, ok bool) {
 	if ev.RunSeq <= 0 || !utf8.ValidString(string(ev.Kind)) || !timeOK(ev.At) {
 		return Event{}, false
 	}
-	out = Event{RunSeq: ev.RunSeq, Kind: ev.Kind, At: ev.At.UTC().Truncate(time.Millisecond)}
+	out = Event{RunSeq: ev.RunSeq, Kind: ev.Kind, At: ev.At.UTC().Truncate(time.Microsecond)}
 	ok = true
 	str := func(s string) string {
 		ok = ok && utf8.ValidString(s)

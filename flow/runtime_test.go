@@ -535,7 +535,7 @@ func TestRunSubmittedBeforeStart(t *testing.T) {
 	if out := e.run(t, "r", "abc"); out.Status != flow.StatusComplete || out.LastSeq != 9 {
 		t.Fatalf("%+v", out)
 	}
-	if raw := e.log.EventsJSON("r"); string(raw[0]) != `{"run_seq":1,"kind":"run:submitted","at":"2026-11-30T10:00:00.000Z","run_id":"r"}` {
+	if raw := e.log.EventsJSON("r"); string(raw[0]) != `{"at":"2026-11-30T10:00:00.000000Z","kind":"run:submitted","run_id":"r","run_seq":1}` {
 		t.Errorf("first event %s", raw[0])
 	}
 	if got := trace(e, "r"); got[1] != "run:start" {

@@ -158,6 +158,13 @@ func (l *Log) create(ctx context.Context, runID string, b flow.Batch) (journal.L
 			break
 		}
 	}
+	// The run was submitted when its first event happened, so that
+	// run:submitted is never stamped after the run:start it precedes.
+	for _, e := range b.Events {
+		if !e.At.IsZero() && (p.At.IsZero() || e.At.Before(p.At)) {
+			p.At = e.At
+		}
+	}
 	if p.TargetName == "" {
 		return journal.Lease{}, fmt.Errorf("%w: run %s is not in the journal and the append names no target", journal.ErrInvalid, runID)
 	}
