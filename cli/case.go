@@ -18,13 +18,16 @@ import (
 func (a *app) caseCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "case",
-		Short: "Import, export, list, show, delete and garbage-collect saved cases",
-		Long: `Commands on saved cases in a fixture store.
+		Short: "Save, run, import, export, list, show, delete and garbage-collect saved cases",
+		Long: `Commands on saved cases in a fixture store: save captures a recorded run
+as a case, run runs one (from the store or from a bundle file), and import,
+export, list, show, delete and gc manage the stored bundles.
 
 The store is --fixture-store, else PYRULA_FIXTURE_STORE, else
-PYRULA_POSTGRES_DSN; with none set every command refuses with
-no_fixture_store. A store is "memory:", "file:///abs/path" or a bare path
-(a directory, created if missing), "postgres://…" or "s3://bucket/prefix".`,
+PYRULA_POSTGRES_DSN; with none set every command that uses it refuses with
+no_fixture_store (case run of a bundle file needs none). A store is
+"memory:", "file:///abs/path" or a bare path (a directory, created if
+missing), "postgres://…" or "s3://bucket/prefix".`,
 		Args: groupArgs,
 		RunE: groupRun,
 	}

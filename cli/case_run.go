@@ -3,9 +3,11 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -149,6 +151,9 @@ func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseR
 	if err := agentOnly(info, f.model != "", f.promptFile != ""); err != nil {
 		return fmt.Errorf("case run: %w", err)
 	}
+	if err := replay.CheckOptions(p.Options, info, p.Bundle); err != nil {
+		return fmt.Errorf("case run: %s", flagWords(err, f.supply))
+	}
 	if f.llmRef != "" {
 		if p.Models, err = a.modelClient(f.llmRef); err != nil {
 			return fmt.Errorf("case run: --llm-ref: %w", err)
@@ -286,4 +291,31 @@ func cancelOnInterrupt(ctx context.Context) (run context.Context, stop func()) {
 	run, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	unhook := context.AfterFunc(ctx, func() { cancel(flow.ErrRunCancelled) })
 	return run, func() { unhook(); cancel(nil) }
+}
+
+// flagWords words a replay.OptionError with the flags of case run
+// (--allow-write, the --supply file supply); other errors as they are.
+func flagWords(err error, supply string) string {
+	var oe *replay.OptionError
+	if !errors.As(err, &oe) {
+		return err.Error()
+	}
+	switch oe.Option {
+	case replay.OptAllowWrite:
+		return fmt.Sprintf("--allow-write %s %s", plainOrQuoted(oe.Value), oe.Problem)
+	case replay.OptSupplyTools:
+		return fmt.Sprintf("--supply %s: tools[%q] %s", supply, oe.Value, oe.Problem)
+	}
+	return fmt.Sprintf("--supply %s: calls[%q] %s", supply, oe.Value, oe.Problem)
+}
+
+// plainOrQuoted is s as it is when it reads unambiguously in a message
+// (letters, digits and _-.:/), else quoted.
+func plainOrQuoted(s string) string {
+	if s == "" || strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.:/", r))
+	}) {
+		return strconv.Quote(s)
+	}
+	return s
 }

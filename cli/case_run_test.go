@@ -122,9 +122,16 @@ func TestCaseRun(t *testing.T) {
 	// The signal receive's input does not hold the payload: drop its
 	// recorded result so that it needs an answer.
 	noSignal := editedCase(t, e, h, "approval:0")
-	r = e.run("case", "run", noSignal, "--input", `approval="no"`, "--allow-write", "step:sigsend:0")
+	r = e.run("case", "run", noSignal)
 	if _, out = outcomeOf(t, r); r.code != 3 || out.Code != "missing_context" || *out.StopKey != "signal:approval:0" || out.StopToken != nil {
 		t.Fatalf("no answer\n%s", r)
+	}
+	// A signal the run sends itself in the case run answers its receive.
+	r = e.run("case", "run", noSignal, "--input", `approval="no"`, "--allow-write", "step:sigsend:0", "--values")
+	wantOK(t, r)
+	if calls, out = outcomeOf(t, r); len(calls) == 0 || calls[len(calls)-1].Key != "approval:0" ||
+		calls[len(calls)-1].Provenance != "live" || !strings.Contains(string(out.Result), `"status":"rejected"`) {
+		t.Fatalf("own signal\n%s", r)
 	}
 	bad := writeFile(t, "bad.json", []byte(`{"calls":{"step:child:0":{"message_id":"m"},"signal:approval:0":{"decision":"approved"}}}`))
 	r = e.run("case", "run", noSignal, "--input", `approval="no"`, "--allow-write", "step:sigsend:0", "--supply", bad)

@@ -75,7 +75,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 //     store commands use);
 //   - invalid input (unknown commands or flags, missing arguments, unreadable
 //     files) and operational errors print one "error: …" line on stderr, with
-//     URL passwords redacted, and return 1.
+//     URL passwords redacted, and return 1;
+//   - a started run that failed, was cancelled or suspended (run, dev,
+//     case run, enqueue) returns 3 after printing its output.
 func (o Options) Main(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
@@ -201,11 +203,16 @@ func (a *app) rootCmd() *cobra.Command {
 		Use:   a.name(),
 		Short: "Save, inspect and run saved cases",
 		Long: a.name() + ` works with saved cases: content-addressed bundles of a recorded run
-frozen at a fork point, kept in a fixture store.
+frozen at a fork point, kept in a fixture store. It also runs the binary's
+registered targets live (run, dev) and sends messages to the case worker
+(enqueue).
 
-Outputs are JSON (one object, or JSON lines for lists). Exit status: 0 done,
-2 refused ({"code", "message"} on stdout), 1 invalid input or an operational
-error (one "error:" line on stderr).`,
+Outputs are JSON (one object, or JSON lines for lists). Exit status:
+  0  done
+  1  invalid input or an operational error (one "error:" line on stderr)
+  2  refused ({"code", "message"} on stdout)
+  3  a started run that failed, was cancelled or suspended (run, dev,
+     case run, enqueue)`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args:          groupArgs,

@@ -139,6 +139,13 @@ func (o Options) usage(w io.Writer) error {
   db migrate  apply the archive schema's migrations to PYRULA_POSTGRES_DSN
   version     print the version
 
+Targets:
+  serve and demo run the targets this binary registers: the Register
+  function its main passes to daemon.Options (your own worker's
+  flows.Register; see docs/your-own-targets.md). The project's own worker
+  binary (cmd/worker) registers the example targets of flow/examples.
+  A start_run or run_case naming a target not registered here is refused.
+
 Environment:
 `, o.name(), o.name())
 	return worker.Usage(w)

@@ -3,10 +3,16 @@
 // target consumes the recorded prefix, resolves every later call down the
 // ladder (reused, simulated, live / changed, or a stop with a reason code),
 // enforces the live budget, allow-write tokens and the cost ceiling, and
-// reports one call line per new post-fork call and one outcome line. The
-// CLI (`pyrula case run`) uses it now and the worker will use it next; both
-// get the same lines, and the engine also writes them into the new run's
-// journal as case:call and case:outcome events.
+// reports one call line per new post-fork call and one outcome line.
+// Prefix verification forgives the differences that --model and
+// --prompt-file make to model calls; the ladder does not (such a call is
+// changed and runs live). A signal the case run sends itself in the case
+// run reaches its receive: the receive gets the sent payload, not the
+// recorded one (see docs/cli.md, "case run").
+//
+// The CLI (`pyrula case run`) uses it now and the worker will use it next;
+// both get the same lines, and the engine also writes them into the new
+// run's journal as case:call and case:outcome events.
 //
 // replay imports flow, bundle and messages. It must not import cli, worker
 // or any journal backend: the caller passes the journal as a flow.Log.

@@ -144,13 +144,21 @@ type Outcome struct {
 	StopToken  json.RawMessage `json:"stop_token,omitempty"`
 	Reason     string          `json:"reason,omitempty"`
 	Divergence *Divergence     `json:"divergence,omitempty"`
-	// Provenance counts the new post-fork calls by provenance.
+	// Provenance counts the call lines (the new post-fork calls; every
+	// call with FromStart) by provenance.
 	Provenance map[string]int `json:"provenance"`
 	// PrefixCalls counts the recorded prefix calls verified.
-	PrefixCalls  int      `json:"prefix_calls"`
+	PrefixCalls int `json:"prefix_calls"`
+	// ChangedCalls are the ids of the call lines whose provenance is
+	// changed.
 	ChangedCalls []string `json:"changed_calls"`
-	LiveCalls    int      `json:"live_calls"`
-	CostUSD      USD      `json:"cost_usd"`
+	// LiveCalls counts the call lines whose provenance is live or changed
+	// and whose call is not pure: the calls that counted against the live
+	// budget and finished. Calls inside children are part of their parent
+	// call; a call in flight when the run stopped or was cancelled has no
+	// line and is not counted.
+	LiveCalls int `json:"live_calls"`
+	CostUSD   USD `json:"cost_usd"`
 	// CostObservable is false when a live model call reported no usage or
 	// used a model with no price.
 	CostObservable bool `json:"cost_observable"`
@@ -162,9 +170,13 @@ type Outcome struct {
 	FixtureHash string       `json:"fixture_hash"`
 	// UnconsumedKeys (replay-only) are the recorded post-fork calls the run
 	// never made.
-	UnconsumedKeys *[]string       `json:"unconsumed_keys,omitempty"`
-	Result         json.RawMessage `json:"result,omitempty"`
-	LastSeq        int64           `json:"last_seq"`
+	UnconsumedKeys *[]string `json:"unconsumed_keys,omitempty"`
+	// UnusedSupply are the supplied entries (Options.Supply) that answered
+	// no call, as "calls:<kind>:<key>" and "tools:<name>", sorted; always
+	// an array.
+	UnusedSupply []string        `json:"unused_supply"`
+	Result       json.RawMessage `json:"result,omitempty"`
+	LastSeq      int64           `json:"last_seq"`
 }
 
 // Report is what a case run printed: its call lines and its outcome.
@@ -201,6 +213,16 @@ type recCall struct {
 	input json.RawMessage
 }
 
+// selfSignal is a signal the case run sent itself (a send whose run_id is
+// the case run, by the run or one of its children), in the order of the
+// case run's inbox for its name. Sent says that the send ran in this case
+// run (live or changed); a reused or simulated send ran only in the
+// recording, whose receive then holds its payload.
+type selfSignal struct {
+	payload json.RawMessage
+	sent    bool
+}
+
 // engine is one case run: the resolver of the top-level run.
 type engine struct {
 	p      Params
@@ -217,7 +239,9 @@ type engine struct {
 	event        [1]flow.Event // the batch of a case:call append
 	consumed     []bool        // by position in p.Bundle.Results
 	prefixDone   int
-	liveCalls    int
+	started      int // calls the ladder let run live against the budget
+	liveCalls    int // of those, the ones that finished (have a call line)
+	selfSent     map[string][]selfSignal
 	cost         float64
 	reserved     map[string]float64 // worst-case cost of live model calls in flight, by call id
 	unobservable string
@@ -227,6 +251,8 @@ type engine struct {
 	divergence   *Divergence
 	reason       string
 	outcome      *Outcome
+	callLineErr  error           // the first case:call append that failed
+	usedSupply   map[string]bool // supplied entries that answered a call, as in UnusedSupply
 }
 
 // Run runs a case: a new run of the target (p.RunID in p.Log) whose calls
@@ -319,6 +345,9 @@ func Run(ctx context.Context, p Params) (Report, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.callLineErr != nil {
+		return Report{}, fmt.Errorf("replay: run %s: write case:call: %w", p.RunID, e.callLineErr)
+	}
 	if e.outcome == nil {
 		// No terminal event (suspended): write case:outcome now.
 		o := e.outcomeLocked(flow.Event{}, out)
@@ -354,7 +383,7 @@ func (e *engine) stop(c flow.Call, code messages.Code, format string, args ...an
 func (e *engine) verifyPrefix(c flow.Call) flow.Resolution {
 	rec := e.prefix[c.Seq]
 	id := c.ID()
-	if rec.ref.ID() != id || !e.sameFingerprint(c, rec.ref.Fingerprint, rec.input) {
+	if rec.ref.ID() != id || !e.sameFingerprint(c, rec.ref.Fingerprint, rec.input, true) {
 		d := &Divergence{Seq: c.Seq, Call: id, ActualFingerprint: c.Fingerprint,
 			RecordedCall: rec.ref.ID(), RecordedFingerprint: rec.ref.Fingerprint}
 		if rec.ref.ID() == id && rec.input != nil {
@@ -377,12 +406,14 @@ func (e *engine) verifyPrefix(c flow.Call) flow.Resolution {
 	return e.recorded(res, ProvReused)
 }
 
-// sameFingerprint compares a call with its recording. Two differences that
-// a case run causes itself are not divergences: a signal send whose run_id
-// is the case run (or one of its children) matches the recording's send to
-// the recorded run; and under --model or --prompt-file a prefix model call
-// matches when it differs only in model or system.
-func (e *engine) sameFingerprint(c flow.Call, fp string, recInput json.RawMessage) bool {
+// sameFingerprint compares a call with its recording. A signal send whose
+// run_id is the case run (or one of its children) matches the recording's
+// send to the recorded run: the case run causes that difference itself.
+// With prefix set (prefix verification only), under --model or
+// --prompt-file a model call also matches when it differs only in model or
+// system; the ladder compares model calls exactly, so that a model call
+// whose input changed is never reused with the old model's answer.
+func (e *engine) sameFingerprint(c flow.Call, fp string, recInput json.RawMessage, prefix bool) bool {
 	if c.Fingerprint == fp {
 		return true
 	}
@@ -400,7 +431,7 @@ func (e *engine) sameFingerprint(c flow.Call, fp string, recInput json.RawMessag
 			changed = true
 		}
 	}
-	if c.Kind == flow.KindModel && (e.p.Model != "" || e.p.System != "") && recInput != nil {
+	if prefix && c.Kind == flow.KindModel && (e.p.Model != "" || e.p.System != "") && recInput != nil {
 		var was map[string]json.RawMessage
 		if json.Unmarshal(recInput, &was) == nil {
 			actual["model"], actual["system"] = was["model"], was["system"]
@@ -444,10 +475,14 @@ func (e *engine) ladder(c flow.Call) flow.Resolution {
 	i, ok := e.index[k]
 	var rec bundle.Result
 	replaced, badError := false, false
+	// A receive of a signal that the case run sent itself, and sent in
+	// this case run, gets what was sent: the recorded answer holds the
+	// recorded send's payload.
+	own, fromRun := e.ownSignal(c)
 	if ok && !e.consumed[i] {
 		rec = e.p.Bundle.Results[i]
 		e.consumed[i] = true
-		if e.sameFingerprint(c, rec.Fingerprint, e.inputs[k]) {
+		if !fromRun && e.sameFingerprint(c, rec.Fingerprint, e.inputs[k], false) {
 			if rec.Error == nil {
 				return e.recorded(rec, ProvReused)
 			}
@@ -496,7 +531,7 @@ func (e *engine) ladder(c flow.Call) flow.Resolution {
 		}
 		return flow.Answer(ans, ProvSimulated)
 	}
-	if waits(c.Kind) {
+	if waits(c.Kind) && !fromRun {
 		return e.stop(c, messages.MissingContext, "%s has no recorded or supplied answer and a case run never waits (supply calls[%q])", id, id)
 	}
 	if c.Effect == flow.Pure {
@@ -506,8 +541,8 @@ func (e *engine) ladder(c flow.Call) flow.Resolution {
 		return flow.StopWith(&flow.StopError{Code: messages.WriteNotAllowed, StopKey: id, StopToken: c.Token,
 			Message: fmt.Sprintf("%s is a write; allow it with --allow-write %s", id, c.Token)})
 	}
-	if e.liveCalls >= e.budget {
-		return e.stop(c, messages.LiveBudgetExceeded, "%s would be live call %d, over --live-budget %d", id, e.liveCalls+1, e.budget)
+	if e.started >= e.budget {
+		return e.stop(c, messages.LiveBudgetExceeded, "%s would be live call %d, over --live-budget %d", id, e.started+1, e.budget)
 	}
 	if e.p.MaxCostUSD != nil && e.unobservable != "" {
 		return e.stop(c, messages.LiveBudgetExceeded, "%s: the spend of %s is unobservable under --max-cost-usd", id, e.unobservable)
@@ -532,8 +567,51 @@ func (e *engine) ladder(c flow.Call) flow.Resolution {
 		}
 		e.reserved[id] = worst
 	}
-	e.liveCalls++
+	e.started++
+	if fromRun {
+		// The case run's own inbox answers: nothing waits.
+		return flow.Answer(own, prov)
+	}
 	return flow.Resolution{Action: flow.ActLive, Provenance: prov}
+}
+
+// ownSignal returns the answer {"payload": …} of a signal receive when the
+// signal it reads (the n-th its run got under its name) is one the case run
+// sent itself in this case run.
+func (e *engine) ownSignal(c flow.Call) (json.RawMessage, bool) {
+	if c.Kind != flow.KindSignal || len(e.selfSent) == 0 {
+		return nil, false
+	}
+	n, err := strconv.Atoi(c.Key[strings.LastIndexByte(c.Key, ':')+1:])
+	list := e.selfSent[c.Name]
+	if err != nil || n < 0 || n >= len(list) || !list[n].sent {
+		return nil, false
+	}
+	ans, err := json.Marshal(struct {
+		Payload json.RawMessage `json:"payload"`
+	}{list[n].payload})
+	return ans, err == nil
+}
+
+// noteSelfSignal notes a signal send that reached the case run's inbox: a
+// send to the case run that did not fail. sent says that it ran in this
+// case run.
+func (e *engine) noteSelfSignal(c flow.Call, rec bundle.Result, sent bool) {
+	if c.Kind != flow.KindStep || !strings.HasPrefix(c.Key, "sigsend:") || rec.Error != nil {
+		return
+	}
+	var in struct {
+		RunID   string          `json:"run_id"`
+		Name    string          `json:"name"`
+		Payload json.RawMessage `json:"payload"`
+	}
+	if json.Unmarshal(c.Input, &in) != nil || in.RunID != e.p.RunID {
+		return
+	}
+	if e.selfSent == nil {
+		e.selfSent = map[string][]selfSignal{}
+	}
+	e.selfSent[in.Name] = append(e.selfSent[in.Name], selfSignal{payload: in.Payload, sent: sent})
 }
 
 // allowed reports whether an --allow-write token names the write c.
@@ -556,10 +634,12 @@ func (e *engine) allowed(c flow.Call) bool {
 
 func (e *engine) supplied(c flow.Call) (json.RawMessage, bool) {
 	if a, ok := e.p.Supply.Calls[c.ID()]; ok {
+		e.useSupply("calls:" + c.ID())
 		return a, true
 	}
 	if c.Kind == flow.KindTool {
 		if a, ok := e.p.Supply.Tools[c.Name]; ok {
+			e.useSupply("tools:" + c.Name)
 			return a, true
 		}
 	}
@@ -597,6 +677,9 @@ func modelOf(input json.RawMessage) string {
 	return in.Model
 }
 
+// callLineTimeout bounds the append of one case:call line.
+const callLineTimeout = 10 * time.Second
+
 // Observe implements flow.Observer: it counts spend and writes the call
 // line of each new post-fork call.
 func (e *engine) Observe(ctx context.Context, o flow.Observation) {
@@ -607,11 +690,15 @@ func (e *engine) Observe(ctx context.Context, o flow.Observation) {
 		delete(e.reserved, c.ID())
 		e.spendLocked(c, o.Record)
 	}
+	e.noteSelfSignal(c, o.Record, o.Resolution.Action == flow.ActLive)
 	if !e.p.FromStart && c.Seq < len(e.prefix) {
 		return
 	}
 	prov := o.Resolution.Provenance
 	e.counts[prov]++
+	if (prov == ProvLive || prov == ProvChanged) && c.Effect != flow.Pure {
+		e.liveCalls++
+	}
 	if prov == ProvChanged {
 		e.changed = append(e.changed, c.ID())
 	}
@@ -623,8 +710,13 @@ func (e *engine) Observe(ctx context.Context, o flow.Observation) {
 	e.calls = append(e.calls, line)
 	// e.event is reused (under e.mu): a Log does not keep a Batch's slice.
 	e.event[0] = flow.Event{Kind: flow.EventCaseCall, At: time.Now().UTC(), Extra: callExtra(line)}
-	// A failed case:call append is not fatal: the call itself is journaled.
-	_, _ = e.p.Log.Append(context.WithoutCancel(ctx), e.p.RunID, flow.Batch{Target: e.p.Target, Events: e.event[:]})
+	// A failed case:call append does not stop the run (the call itself is
+	// journaled); Run returns the first failure.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callLineTimeout)
+	if _, err := e.p.Log.Append(actx, e.p.RunID, flow.Batch{Target: e.p.Target, Events: e.event[:]}); err != nil && e.callLineErr == nil {
+		e.callLineErr = err
+	}
+	cancel()
 	e.event[0] = flow.Event{}
 }
 
@@ -735,6 +827,7 @@ func (e *engine) outcomeLocked(term flow.Event, out flow.Outcome) Outcome {
 		keys := e.unconsumedLocked()
 		o.UnconsumedKeys = &keys
 	}
+	o.UnusedSupply = unusedSupply(e.p.Supply, e.usedSupply)
 	return o
 }
 
@@ -827,14 +920,21 @@ func (childResolver) Resolve(context.Context, flow.Call) (flow.Resolution, error
 	return flow.Live(), nil
 }
 
-// Observe implements flow.Observer.
+// Observe implements flow.Observer: a child's model spend counts, and so
+// does a signal it sends the case run.
 func (r childResolver) Observe(_ context.Context, o flow.Observation) {
-	if o.Call.Kind != flow.KindModel {
-		return
+	switch o.Call.Kind {
+	case flow.KindModel:
+		r.e.mu.Lock()
+		defer r.e.mu.Unlock()
+		r.e.spendLocked(o.Call, o.Record)
+	case flow.KindStep:
+		if strings.HasPrefix(o.Call.Key, "sigsend:") {
+			r.e.mu.Lock()
+			defer r.e.mu.Unlock()
+			r.e.noteSelfSignal(o.Call, o.Record, true)
+		}
 	}
-	r.e.mu.Lock()
-	defer r.e.mu.Unlock()
-	r.e.spendLocked(o.Call, o.Record)
 }
 
 // JumpClock is the clock of a case run: it reads its base clock plus the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // Limits of a --supply file.
@@ -46,4 +47,31 @@ func ParseSupply(data []byte) (Supply, error) {
 		return Supply{}, fmt.Errorf("supply: %d tools, at most %d", len(s.Tools), MaxSupplyEntries)
 	}
 	return s, nil
+}
+
+// useSupply notes that the supplied entry entry ("calls:<kind>:<key>" or
+// "tools:<name>") answered a call. The caller holds e.mu.
+func (e *engine) useSupply(entry string) {
+	if e.usedSupply == nil {
+		e.usedSupply = map[string]bool{}
+	}
+	e.usedSupply[entry] = true
+}
+
+// unusedSupply lists the entries of s that are not in used, as
+// "calls:<kind>:<key>" and "tools:<name>", sorted; never nil.
+func unusedSupply(s Supply, used map[string]bool) []string {
+	out := []string{}
+	for key := range s.Calls {
+		if !used["calls:"+key] {
+			out = append(out, "calls:"+key)
+		}
+	}
+	for name := range s.Tools {
+		if !used["tools:"+name] {
+			out = append(out, "tools:"+name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
@@ -249,9 +250,71 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Usage writes every variable of Config with its default and description,
-// as `worker --help` prints them.
+// usageGroups are the headings Usage lists Config's variables under, with
+// the variables (envconfig names, without the prefix) of each, in order,
+// and notes printed after a group's variables. A variable in no group is
+// listed under "Other".
+var usageGroups = []struct {
+	title string
+	keys  []string
+	notes []string
+}{
+	{title: "Valkey", keys: []string{"VALKEY_URL", "NAMESPACE", "COMPLETED_TTL", "WAIT_REPLICAS"}},
+	{title: "Message stream and consumers", keys: []string{"CASE_STREAM", "REPLY_STREAM", "CONSUMER_GROUP",
+		"CONSUMER_NAME", "CONCURRENCY", "SAVE_CONCURRENCY", "MAX_MESSAGE_BYTES", "MAX_DELIVERIES", "CLAIM_IDLE",
+		"IDEMPOTENCY_TTL", "MAINTENANCE_INTERVAL", "CONSUMER_EXPIRY"}},
+	{title: "Runs (<namespace>:runs, consumer group run-workers)", keys: []string{"RUN_CONCURRENCY", "RUN_LEASE"}},
+	{title: "Fixture store and archive", keys: []string{"FIXTURE_STORE", "POSTGRES_DSN"}},
+	{title: "HTTP, logs and shutdown", keys: []string{"HTTP_ADDR", "LOG_LEVEL", "LOG_FORMAT", "SHUTDOWN_GRACE"}},
+	{title: "Model clients", keys: []string{"LLM_REF"}, notes: []string{
+		"anthropic reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL; openai reads OPENAI_API_KEY and OPENAI_BASE_URL.",
+	}},
+}
+
+// Usage writes every variable of Config with its type, default and
+// description, grouped by what it configures, as `worker --help` prints
+// them: under each heading one tab-separated row per variable (KEY, TYPE,
+// DEFAULT, REQUIRED, DESCRIPTION, as envconfig's table).
 func Usage(w io.Writer) error {
 	var c Config
-	return envconfig.Usagef(EnvPrefix, &c, w, envconfig.DefaultTableFormat)
+	var rows strings.Builder
+	const row = "{{range .}}{{usage_key .}}\t{{usage_type .}}\t{{usage_default .}}\t{{usage_required .}}\t{{usage_description .}}\n{{end}}"
+	if err := envconfig.Usagef(EnvPrefix, &c, &rows, row); err != nil {
+		return err
+	}
+	byKey := map[string]string{}
+	var order []string
+	for _, l := range strings.Split(strings.TrimSuffix(rows.String(), "\n"), "\n") {
+		key, _, _ := strings.Cut(l, "\t")
+		byKey[key] = l
+		order = append(order, key)
+	}
+	var b strings.Builder
+	b.WriteString("KEY\tTYPE\tDEFAULT\tREQUIRED\tDESCRIPTION\n")
+	listed := map[string]bool{}
+	for _, g := range usageGroups {
+		fmt.Fprintf(&b, "\n%s:\n", g.title)
+		for _, k := range g.keys {
+			key := EnvPrefix + "_" + k
+			if l, ok := byKey[key]; ok && !listed[key] {
+				listed[key] = true
+				b.WriteString(l + "\n")
+			}
+		}
+		for _, n := range g.notes {
+			b.WriteString("  " + n + "\n")
+		}
+	}
+	other := false
+	for _, key := range order {
+		if !listed[key] {
+			if !other {
+				b.WriteString("\nOther:\n")
+				other = true
+			}
+			b.WriteString(byKey[key] + "\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

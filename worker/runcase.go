@@ -61,6 +61,13 @@ func (x *executor) runCase(ctx context.Context, meta journal.Meta, request json.
 		}
 		return stop(code, msg, string(cb.Hash()))
 	}
+	// The options were checked against the registration at submission;
+	// now the case is known, step tokens are checked against it too.
+	if info, ok := x.w.reg.Lookup(b.TargetName); ok {
+		if err := replay.CheckOptions(opts, info, bd); err != nil {
+			return stop(messages.InvalidOverrides, err.Error(), string(cb.Hash()))
+		}
+	}
 	ref := x.w.llmRef(b.Options.LLMRef)
 	models, err := x.w.modelClient(ref)
 	if me := messages.AsError(err); me != nil {

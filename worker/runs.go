@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -63,7 +62,7 @@ func (x *executor) runIdle() time.Duration { return max(x.w.cfg.ClaimIdle, x.w.c
 func (x *executor) createGroup(ctx context.Context) error {
 	c := x.w.client
 	err := c.Do(ctx, c.B().XgroupCreate().Key(x.w.runsStream()).Group(runsGroup).Id("0").Mkstream().Build()).Error()
-	if err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
+	if err != nil && !valkey.IsValkeyBusyGroup(err) {
 		return fmt.Errorf("worker: create consumer group %s on %s: %w", runsGroup, x.w.runsStream(), err)
 	}
 	return nil
@@ -397,6 +396,12 @@ func (x *executor) execute(ctx context.Context, e valkey.XRangeEntry) bool {
 	case errors.Is(context.Cause(runCtx), errLeaseLost) || errors.Is(err, journal.ErrLeaseLost):
 		log.Warn("the run's lease was lost; another worker has it", zap.Error(err))
 		return false
+	case errors.Is(err, errUnrunnable) && ctx.Err() == nil:
+		// Retrying cannot help: dead-letter it now (else, when that
+		// fails, it is handed back below like a transient failure).
+		if x.deadLetter(ctx, e.ID, runID, 0, err, log) {
+			return true
+		}
 	}
 	if ctx.Err() == nil {
 		x.w.metrics.transient.WithLabelValues("run").Inc()
@@ -449,7 +454,8 @@ func (x *executor) noteFailure(ctx context.Context, runID string, cause error) (
 }
 
 // deadLetter ends run runID, which failed transiently failures times (the
-// last with cause) while this worker holds its lease: it XADDs the runs
+// last with cause), or cannot be executed at all (cause is errUnrunnable,
+// failures 0), while this worker holds its lease: it XADDs the runs
 // entry to <ns>:runs:dead (fields run_id, entry_id, error, failures), ends
 // the run with run:error runtime_error (after a case:outcome line for a
 // case run), and acks the entry. It reports whether the entry was acked;
@@ -473,6 +479,9 @@ func (x *executor) deadLetter(ctx context.Context, entryID, runID string, failur
 	}
 	var outcome map[string]any
 	msg := fmt.Sprintf("dead-lettered to %s after %d transient failures; last error: %v", dead, failures, cause)
+	if errors.Is(cause, errUnrunnable) {
+		msg = fmt.Sprintf("dead-lettered to %s: %v", dead, cause)
+	}
 	if sub, err := x.w.submitted(ctx, runID); err == nil {
 		var typ string
 		_ = json.Unmarshal(sub.Fields[fieldMessageType], &typ)
@@ -528,12 +537,12 @@ func (x *executor) run(ctx context.Context, runID string, log *zap.Logger) (flow
 	if err != nil {
 		return "", fmt.Errorf("read run %s: %w", runID, err)
 	}
-	var typ string
-	if raw, ok := sub.Fields[fieldMessageType]; ok {
-		_ = json.Unmarshal(raw, &typ)
+	typ, err := runType(sub)
+	if err != nil {
+		return "", err
 	}
 	var out flow.Outcome
-	if messages.MessageType(typ) == messages.RunCase {
+	if typ == messages.RunCase {
 		out, err = x.runCase(ctx, meta, sub.Fields[fieldRequest], log)
 	} else {
 		out, err = x.startRun(ctx, meta, sub.Fields[fieldRequest])
@@ -549,11 +558,35 @@ func (x *executor) run(ctx context.Context, runID string, log *zap.Logger) (flow
 		}
 	}
 	kind := "live"
-	if messages.MessageType(typ) == messages.RunCase {
+	if typ == messages.RunCase {
 		kind = "case"
 	}
 	x.w.metrics.runs.WithLabelValues(kind, string(out.Status), string(out.Code)).Inc()
 	return out.Status, nil
+}
+
+// errUnrunnable marks a run the executor can never execute as submitted:
+// its run:submitted event has no readable message_type. Such a run is
+// dead-lettered at once instead of being retried (execute).
+var errUnrunnable = errors.New("the run cannot be executed")
+
+// runType is the message type a run was submitted with (the message_type
+// field of its run:submitted event): start_run or run_case. A missing
+// field, one that is not a JSON string, or another type is errUnrunnable.
+func runType(sub journal.Event) (messages.MessageType, error) {
+	raw, ok := sub.Fields[fieldMessageType]
+	if !ok {
+		return "", fmt.Errorf("%w: its run:submitted event has no %s", errUnrunnable, fieldMessageType)
+	}
+	var typ string
+	if err := json.Unmarshal(raw, &typ); err != nil {
+		return "", fmt.Errorf("%w: the %s of its run:submitted event is not a JSON string: %.100s", errUnrunnable, fieldMessageType, raw)
+	}
+	switch t := messages.MessageType(typ); t {
+	case messages.StartRun, messages.RunCase:
+		return t, nil
+	}
+	return "", fmt.Errorf("%w: the %s of its run:submitted event is %q, not %s or %s", errUnrunnable, fieldMessageType, typ, messages.StartRun, messages.RunCase)
 }
 
 // startRun executes a start_run run: the flow runtime over the journal,

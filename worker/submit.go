@@ -96,10 +96,19 @@ func (w *Worker) runCase(ctx context.Context, env messages.Envelope) (any, error
 			}
 		}
 	}
-	if _, err := caseOptions(b.Options); err != nil {
+	opts, err := caseOptions(b.Options)
+	if err != nil {
 		return nil, err
 	}
-	if info, ok := w.reg.Lookup(b.TargetName); ok && info.Kind != bundle.KindAgent {
+	info, ok := w.reg.Lookup(b.TargetName)
+	if ok {
+		// Against the registration only: the case is loaded by the
+		// executor, which checks again with it (runcase.go).
+		if err := replay.CheckOptions(opts, info, nil); err != nil {
+			return nil, messages.Errorf(messages.InvalidOverrides, "%v", err)
+		}
+	}
+	if ok && info.Kind != bundle.KindAgent {
 		switch {
 		case b.Options.Model != "":
 			return nil, messages.Errorf(messages.InvalidOverrides, "options.model applies to agents; %s is a %s", b.TargetName, info.Kind)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -223,7 +222,7 @@ func (w *Worker) open(ctx context.Context) error {
 // creating the stream too; an existing group is kept.
 func (w *Worker) createGroup(ctx context.Context) error {
 	err := w.client.Do(ctx, w.client.B().XgroupCreate().Key(w.cfg.CaseStream).Group(w.cfg.ConsumerGroup).Id("0").Mkstream().Build()).Error()
-	if err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
+	if err != nil && !valkey.IsValkeyBusyGroup(err) {
 		return fmt.Errorf("worker: create consumer group %s on %s: %w", w.cfg.ConsumerGroup, w.cfg.CaseStream, err)
 	}
 	return nil
@@ -237,10 +236,15 @@ func (w *Worker) Ready() bool {
 	return w.started && !w.stopping && w.healthy.Load()
 }
 
-// Stop stops reading at once, waits for in-flight messages to finish until
-// ctx is done, then cancels what is still running (those messages stay
-// pending and are redelivered; nothing is lost) and closes what the worker
-// opened. It is safe to call twice, and before Start; ctx bounds the wait.
+// Stop stops reading at once and waits for in-flight messages and runs to
+// finish until ctx is done. When ctx ends first it cancels what is still
+// running (those messages and runs stay pending and are redelivered or
+// resumed; nothing is lost) and returns ctx's error, waiting at most
+// stopCancelGrace more for the cancelled work to wind down: Stop returns
+// even when that work ignores the cancellation. What the worker opened is
+// closed once everything has ended, in the background when Stop returned
+// early; a later Stop waits for that (bounded by its own ctx). It is safe
+// to call twice, and before Start.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
 	w.stopping = true
@@ -253,34 +257,43 @@ func (w *Worker) Stop(ctx context.Context) error {
 				return
 			}
 			w.cancel()
-			w.loops.Wait()
+			w.loops.Wait() // no handler is added after the loops ended
+			w.handlers.Wait()
+			w.hard()
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.closeResources()
 		}()
 	})
-	var err error
 	select {
 	case <-w.stopped:
+		return nil
 	case <-ctx.Done():
-		err = ctx.Err()
+	}
+	select {
+	case <-w.stopped: // both were ready
+		return nil
+	default:
 	}
 	if !started {
 		return nil
 	}
-	done := make(chan struct{})
-	go func() { w.handlers.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		err = fmt.Errorf("worker: stop: in-flight messages did not finish: %w", ctx.Err())
-		w.hard()
-		<-done
-	}
-	<-w.stopped
+	err := fmt.Errorf("worker: stop: in-flight work did not finish: %w", ctx.Err())
 	w.hard()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.closeResources()
+	t := time.NewTimer(stopCancelGrace)
+	defer t.Stop()
+	select {
+	case <-w.stopped:
+	case <-t.C:
+		w.log.Warn("stop: cancelled work has not ended; returning without waiting for it", zap.Duration("waited", stopCancelGrace))
+	}
 	return err
 }
+
+// stopCancelGrace is how long Stop waits, once its context ended and the
+// in-flight work was cancelled, for that work to wind down (a run hands
+// its lease back) before it returns anyway.
+const stopCancelGrace = time.Second
 
 // closeResources closes what the worker opened itself. Called with mu held.
 func (w *Worker) closeResources() {

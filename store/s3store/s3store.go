@@ -53,6 +53,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/pyrula/caseworker/bundle"
@@ -162,7 +163,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		return fail(err)
 	}
 
-	var loadOpts []func(*config.LoadOptions) error
+	// The SDK's own logger writes to stderr ("SDK … WARN …"); what matters
+	// reaches the caller as the error, so it is silenced.
+	loadOpts := []func(*config.LoadOptions) error{config.WithLogger(logging.Nop{})}
 	if region != "" {
 		loadOpts = append(loadOpts, config.WithRegion(region))
 	}
@@ -275,6 +278,15 @@ func (s *Store) hashOfKey(key string) (bundle.Hash, bool) {
 
 // status returns the HTTP status of an S3 error, or 0.
 func status(err error) int {
+	// An operation error inside the S3 one is another service's (the
+	// credential chain's: ec2imds, sts, sso); its status is not S3's.
+	var op *smithy.OperationError
+	if errors.As(err, &op) {
+		var inner *smithy.OperationError
+		if errors.As(op.Err, &inner) {
+			return 0
+		}
+	}
 	var re *smithyhttp.ResponseError
 	if errors.As(err, &re) {
 		return re.HTTPStatusCode()
