@@ -71,8 +71,38 @@ func TestOneEncodingOfEvents(t *testing.T) {
 	dir := t.TempDir()
 	_, _, kept := dev(t, dir, "checkout", "--dir", dir, "--input", "delay_ms=1")
 	evPath := filepath.Join(t.TempDir(), "ev.jsonl")
-	wantOK(t, run(t, invocation{args: []string{"case", "run", kept.Case, "--replay-only", "--events", evPath}}))
-	checkCanonicalLines(t, "case run --events", strings.Split(strings.TrimSpace(string(readFile(t, evPath))), "\n"))
+	cr := run(t, invocation{args: []string{"case", "run", kept.Case, "--replay-only", "--events", evPath}})
+	wantOK(t, cr)
+	caseLines := strings.Split(strings.TrimSpace(string(readFile(t, evPath))), "\n")
+	checkCanonicalLines(t, "case run --events", caseLines)
+	// The journaled case:outcome is the outcome line: the same fields and
+	// values, last_seq the run's real last run_seq (its terminal event's).
+	outLines := strings.Split(strings.TrimSpace(cr.stdout), "\n")
+	var line, event, terminal map[string]json.RawMessage
+	json.Unmarshal([]byte(outLines[len(outLines)-1]), &line)
+	json.Unmarshal([]byte(caseLines[len(caseLines)-2]), &event)
+	json.Unmarshal([]byte(caseLines[len(caseLines)-1]), &terminal)
+	if string(event["kind"]) != `"case:outcome"` || string(line["last_seq"]) != string(terminal["run_seq"]) {
+		t.Fatalf("case:outcome %s, outcome last_seq %s, terminal run_seq %s", event["kind"], line["last_seq"], terminal["run_seq"])
+	}
+	delete(line, "type")
+	for _, k := range []string{"at", "kind", "run_seq"} {
+		delete(event, k)
+	}
+	if len(line) != len(event) {
+		t.Errorf("outcome line has %d fields, case:outcome %d", len(line), len(event))
+	}
+	norm := func(raw json.RawMessage) string {
+		var v any
+		json.Unmarshal(raw, &v)
+		out, _ := json.Marshal(v)
+		return string(out)
+	}
+	for k, v := range line {
+		if norm(event[k]) != norm(v) {
+			t.Errorf("%s: outcome line %s, case:outcome %s", k, v, event[k])
+		}
+	}
 	checkCanonicalLines(t, "dev", strings.Split(strings.TrimSpace(string(readFile(t, kept.Events))), "\n"))
 }
 

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pyrula/caseworker/bundle"
@@ -244,6 +245,7 @@ type engine struct {
 	selfSent     map[string][]selfSignal
 	cost         float64
 	reserved     map[string]float64 // worst-case cost of live model calls in flight, by call id
+	lastSeq      atomic.Int64       // the case run's last run_seq appended so far
 	unobservable string
 	calls        []CallLine
 	counts       map[string]int
@@ -351,6 +353,7 @@ func Run(ctx context.Context, p Params) (Report, error) {
 	if e.outcome == nil {
 		// No terminal event (suspended): write case:outcome now.
 		o := e.outcomeLocked(flow.Event{}, out)
+		o.LastSeq = max(e.lastSeq.Load(), out.LastSeq) + 1 // this case:outcome
 		e.outcome = &o
 		ev := flow.Event{Kind: flow.EventCaseOutcome, At: time.Now().UTC(), Extra: lineExtra(o, false)}
 		if _, err := p.Log.Append(ctx, p.RunID, flow.Batch{Target: p.Target, Events: []flow.Event{ev}}); err != nil {
@@ -358,7 +361,7 @@ func Run(ctx context.Context, p Params) (Report, error) {
 		}
 	}
 	o := *e.outcome
-	o.LastSeq = max(o.LastSeq, out.LastSeq)
+	o.LastSeq = max(o.LastSeq, out.LastSeq, e.lastSeq.Load())
 	calls := e.calls
 	if len(calls) == 0 {
 		calls = nil
@@ -646,6 +649,16 @@ func (e *engine) supplied(c flow.Call) (json.RawMessage, bool) {
 	return nil, false
 }
 
+// noteSeq records that the case run's journal reached run_seq seq.
+func (e *engine) noteSeq(seq int64) {
+	for {
+		cur := e.lastSeq.Load()
+		if seq <= cur || e.lastSeq.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
+}
+
 // llmRef is the outcome's llm_ref.
 func (e *engine) llmRef() *string {
 	if e.p.LLMRef == "" {
@@ -713,8 +726,10 @@ func (e *engine) Observe(ctx context.Context, o flow.Observation) {
 	// A failed case:call append does not stop the run (the call itself is
 	// journaled); Run returns the first failure.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callLineTimeout)
-	if _, err := e.p.Log.Append(actx, e.p.RunID, flow.Batch{Target: e.p.Target, Events: e.event[:]}); err != nil && e.callLineErr == nil {
+	if seq, err := e.p.Log.Append(actx, e.p.RunID, flow.Batch{Target: e.p.Target, Events: e.event[:]}); err != nil && e.callLineErr == nil {
 		e.callLineErr = err
+	} else if err == nil {
+		e.noteSeq(seq)
 	}
 	cancel()
 	e.event[0] = flow.Event{}
@@ -870,6 +885,16 @@ type caseLog struct {
 	e *engine
 }
 
+// Append implements flow.Log, noting the case run's last run_seq so that
+// its case:outcome can carry the run's real last_seq.
+func (l *caseLog) Append(ctx context.Context, runID string, b flow.Batch) (int64, error) {
+	seq, err := l.Log.Append(ctx, runID, b)
+	if err == nil && runID == l.e.p.RunID {
+		l.e.noteSeq(seq)
+	}
+	return seq, err
+}
+
 // Finish implements flow.Log.
 func (l *caseLog) Finish(ctx context.Context, runID string, ev flow.Event) (int64, error) {
 	e := l.e
@@ -896,12 +921,14 @@ func (l *caseLog) Finish(ctx context.Context, runID string, ev flow.Event) (int6
 		}
 	}
 	o := e.outcomeLocked(ev, flow.Outcome{})
+	// case:outcome, then the terminal event: the run's last two.
+	o.LastSeq = e.lastSeq.Load() + 2
 	co := flow.Event{Kind: flow.EventCaseOutcome, At: ev.At, Extra: lineExtra(o, false)}
 	seq, err := l.Log.Append(ctx, runID, flow.Batch{Target: e.p.Target, Events: []flow.Event{co}})
 	if err != nil {
 		return 0, err
 	}
-	o.LastSeq = seq + 1
+	e.noteSeq(seq)
 	seq, err = l.Log.Finish(ctx, runID, ev)
 	if err != nil {
 		return 0, err
