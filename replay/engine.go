@@ -246,6 +246,7 @@ type engine struct {
 	cost         float64
 	reserved     map[string]float64 // worst-case cost of live model calls in flight, by call id
 	lastSeq      atomic.Int64       // the case run's last run_seq appended so far
+	priorOutcome *Outcome           // a case:outcome journaled before the engine started (resume)
 	unobservable string
 	calls        []CallLine
 	counts       map[string]int
@@ -330,6 +331,11 @@ func Run(ctx context.Context, p Params) (Report, error) {
 	if base == nil {
 		base = flow.SystemClock{}
 	}
+	prior, err := e.resume(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	e.priorOutcome = prior.outcome
 	log := &caseLog{Log: p.Log, e: e}
 	rt, err := flow.NewRuntime(flow.Config{
 		Registry: p.Registry, Log: log, Models: p.Models,
@@ -349,6 +355,12 @@ func Run(ctx context.Context, p Params) (Report, error) {
 	defer e.mu.Unlock()
 	if e.callLineErr != nil {
 		return Report{}, fmt.Errorf("replay: run %s: write case:call: %w", p.RunID, e.callLineErr)
+	}
+	if e.outcome == nil && e.priorOutcome != nil && out.Status != flow.StatusSuspended {
+		// The run had finished before this engine started (a run delivered
+		// again): its journaled outcome is the outcome.
+		o := *e.priorOutcome
+		e.outcome = &o
 	}
 	if e.outcome == nil {
 		// No terminal event (suspended): write case:outcome now.
@@ -921,15 +933,21 @@ func (l *caseLog) Finish(ctx context.Context, runID string, ev flow.Event) (int6
 		}
 	}
 	o := e.outcomeLocked(ev, flow.Outcome{})
-	// case:outcome, then the terminal event: the run's last two.
-	o.LastSeq = e.lastSeq.Load() + 2
-	co := flow.Event{Kind: flow.EventCaseOutcome, At: ev.At, Extra: lineExtra(o, false)}
-	seq, err := l.Log.Append(ctx, runID, flow.Batch{Target: e.p.Target, Events: []flow.Event{co}})
-	if err != nil {
-		return 0, err
+	if e.priorOutcome != nil {
+		// The run wrote its case:outcome before a crash cut it off from its
+		// terminal event: keep that one, write only the terminal event.
+		o = *e.priorOutcome
+	} else {
+		// case:outcome, then the terminal event: the run's last two.
+		o.LastSeq = e.lastSeq.Load() + 2
+		co := flow.Event{Kind: flow.EventCaseOutcome, At: ev.At, Extra: lineExtra(o, false)}
+		seq, err := l.Log.Append(ctx, runID, flow.Batch{Target: e.p.Target, Events: []flow.Event{co}})
+		if err != nil {
+			return 0, err
+		}
+		e.noteSeq(seq)
 	}
-	e.noteSeq(seq)
-	seq, err = l.Log.Finish(ctx, runID, ev)
+	seq, err := l.Log.Finish(ctx, runID, ev)
 	if err != nil {
 		return 0, err
 	}

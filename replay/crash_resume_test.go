@@ -1,0 +1,135 @@
+package replay_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/examples"
+	"github.com/pyrula/caseworker/replay"
+)
+
+// errCrashed is what a crashing log answers once its run is cut off.
+var errCrashed = errors.New("the worker died")
+
+// crashingLog is a MemLog that accepts the case run's appends until the
+// run's journal holds at least after events, then fails every write: the
+// journal is left as a worker killed at that point leaves it.
+type crashingLog struct {
+	*flow.MemLog
+	runID string
+	after int
+}
+
+func (l *crashingLog) full(runID string) bool {
+	return runID == l.runID && len(l.MemLog.Events(runID)) >= l.after
+}
+
+func (l *crashingLog) Append(ctx context.Context, runID string, b flow.Batch) (int64, error) {
+	if l.full(runID) {
+		return 0, errCrashed
+	}
+	return l.MemLog.Append(ctx, runID, b)
+}
+
+func (l *crashingLog) Finish(ctx context.Context, runID string, ev flow.Event) (int64, error) {
+	if l.full(runID) {
+		return 0, errCrashed
+	}
+	return l.MemLog.Finish(ctx, runID, ev)
+}
+
+// outcomeShape is what must not depend on where a case run was cut off.
+func outcomeShape(o replay.Outcome) string {
+	o.RunID, o.LastSeq = "", 0
+	raw, _ := json.Marshal(o)
+	return string(raw)
+}
+
+// TestResumedCaseRunEndsAsUninterrupted cuts a case run off after each of
+// its journal's events in turn and resumes it on the same journal, as a
+// worker that reclaims the run of one that died does: every resumed run
+// ends exactly as the uninterrupted run of the same case (the same
+// outcome, provenance counts, live calls, changed calls, cost and call
+// lines), with one call:done per call, one case:outcome and one terminal
+// event.
+func TestResumedCaseRunEndsAsUninterrupted(t *testing.T) {
+	checkout := record(t, examples.Checkout, nil)
+	agent := record(t, examples.SupportAgent, nil)
+	cases := map[string]struct {
+		b    *bundle.Bundle
+		opts replay.Options
+	}{
+		"checkout, self signal changed": {checkout.bundleAt(checkout.seqAfter(t, "step:quote:0")), replay.Options{
+			Inputs: map[string]json.RawMessage{"approval": json.RawMessage(`"rejected"`)}, AllowWrite: []string{"step:sigsend:0"}}},
+		"checkout, replay-only":     {checkout.bundleAt(checkout.seqAfter(t, "step:quote:0")), replay.Options{ReplayOnly: true}},
+		"checkout, from start":      {checkout.bundleAt(checkout.seqAfter(t, "step:reserve:0")), replay.Options{FromStart: true, Inputs: map[string]json.RawMessage{"qty": json.RawMessage(`5`)}, AllowWrite: []string{"step:reserve", "step:child:0"}}},
+		"agent, another model":      {agent.bundleAt(agent.seqAfter(t, "model:0")), replay.Options{Model: "local-support-2", AllowWrite: []string{"tool:refund"}, Prices: replay.Prices{"local-support-2": {InputPerMTok: 1, OutputPerMTok: 2}}, MaxCostUSD: new(1.0)}},
+		"agent, values, from start": {agent.bundleAt(agent.seqAfter(t, "model:1")), replay.Options{FromStart: true, Values: true}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ref, refLog := runCase(t, tc.b, tc.opts)
+			n := len(refLog.Events("case"))
+			for after := 1; after < n; after++ {
+				mem := flow.NewMemLog()
+				crash := &crashingLog{MemLog: mem, runID: "case", after: after}
+				p := replay.Params{Bundle: tc.b, RunID: "case", Registry: newRegistry(t), Log: crash, FixtureHash: "h", Options: tc.opts}
+				if _, err := replay.Run(context.Background(), p); err == nil {
+					// The cut came after the run's last write it needed.
+					if len(mem.Events("case")) == n {
+						continue
+					}
+					t.Fatalf("cut after %d of %d events: the run ended with no error", after, n)
+				}
+				p.Log, p.Registry = mem, newRegistry(t)
+				got, err := replay.Run(context.Background(), p)
+				if err != nil {
+					t.Fatalf("cut after %d: resume: %v", after, err)
+				}
+				if a, b := outcomeShape(got.Outcome), outcomeShape(ref.Outcome); a != b {
+					t.Errorf("cut after %d of %d events: resumed outcome\n%s\nuninterrupted\n%s", after, n, a, b)
+				}
+				if !reflect.DeepEqual(got.Calls, ref.Calls) {
+					t.Errorf("cut after %d: call lines %+v, want %+v", after, got.Calls, ref.Calls)
+				}
+				checkJournal(t, fmt.Sprintf("cut after %d", after), mem.Events("case"), got.Outcome.LastSeq)
+			}
+		})
+	}
+}
+
+// checkJournal checks a finished case run's journal: one call:done per
+// call, as many case:call events as call:done events after the prefix is
+// not checked here; one case:outcome, one terminal event, last.
+func checkJournal(t *testing.T, what string, events []flow.Event, lastSeq int64) {
+	t.Helper()
+	done := map[string]int{}
+	var outcomes, terminals int
+	for _, ev := range events {
+		switch {
+		case ev.Kind == flow.EventCallDone:
+			done[ev.Call.ID()]++
+		case ev.Kind == flow.EventCaseOutcome:
+			outcomes++
+		case ev.Kind.Terminal():
+			terminals++
+		}
+	}
+	for id, n := range done {
+		if n != 1 {
+			t.Errorf("%s: %s completed %d times", what, id, n)
+		}
+	}
+	if outcomes != 1 || terminals != 1 || !events[len(events)-1].Kind.Terminal() {
+		t.Errorf("%s: %d case:outcome and %d terminal events", what, outcomes, terminals)
+	}
+	if last := events[len(events)-1].RunSeq; last != lastSeq {
+		t.Errorf("%s: the outcome says last_seq %d, the journal ends at %d", what, lastSeq, last)
+	}
+}

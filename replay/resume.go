@@ -1,0 +1,131 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/flow"
+)
+
+// resumed is what a case run's own journal held when the engine started:
+// nothing for a new case run; for one that was started before (its worker
+// died, or the run was delivered again) what had been done.
+type resumed struct {
+	// callLines counts the case:call events already journaled.
+	callLines int
+	// outcome is the case:outcome already journaled, if any.
+	outcome *Outcome
+}
+
+// resume rebuilds the engine's state from the case run's own journal, so
+// that a case run resumed after a crash ends exactly as an uninterrupted
+// run of the same case: the flow runtime answers every call the journal
+// finished from the journal without asking the engine, so the engine
+// counts here what those calls were: the prefix calls verified, the
+// recorded results consumed, and for each post-fork call its line (from
+// the provenance on its call:done), the live calls and their spend, and
+// the signals the run sent itself. Call lines the journal lacks (a crash
+// between a call:done and its case:call) are written now, in order.
+func (e *engine) resume(ctx context.Context) (resumed, error) {
+	var r resumed
+	rec, err := e.p.Log.Load(ctx, e.p.RunID)
+	if err != nil {
+		return r, fmt.Errorf("replay: run %s: load its journal: %w", e.p.RunID, err)
+	}
+	if len(rec.Events) == 0 {
+		return r, nil
+	}
+	results := make(map[callKey]bundle.Result, len(rec.Results))
+	for _, res := range rec.Results {
+		results[callKey{flow.CallKind(res.Kind), res.Key}] = res
+	}
+	type started struct {
+		pos   int
+		input json.RawMessage
+	}
+	calls := map[callKey]started{}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ev := range rec.Events {
+		e.noteSeq(ev.RunSeq)
+		switch ev.Kind {
+		case flow.EventCaseCall:
+			r.callLines++
+		case flow.EventCaseOutcome:
+			raw, err := json.Marshal(ev.Extra)
+			if err != nil {
+				return r, err
+			}
+			var o Outcome
+			if err := json.Unmarshal(raw, &o); err != nil {
+				return r, fmt.Errorf("replay: run %s: its journaled case:outcome: %w", e.p.RunID, err)
+			}
+			o.Type = "outcome"
+			r.outcome = &o
+		case flow.EventCallStart:
+			if ev.Call == nil {
+				continue
+			}
+			k := keyOf(*ev.Call)
+			if _, seen := calls[k]; !seen {
+				calls[k] = started{pos: len(calls), input: ev.Input}
+			}
+		case flow.EventCallDone:
+			if ev.Call == nil {
+				continue
+			}
+			st := calls[keyOf(*ev.Call)]
+			c := flow.Call{CallRef: *ev.Call, RunID: e.p.RunID, Input: st.input, Seq: st.pos}
+			res := results[keyOf(*ev.Call)]
+			e.resumeCall(c, ev.Provenance, res)
+		}
+	}
+	// Call lines lost in a crash between a call:done and its case:call.
+	for _, line := range e.calls[min(r.callLines, len(e.calls)):] {
+		ev := flow.Event{Kind: flow.EventCaseCall, At: time.Now().UTC(), Extra: callExtra(line)}
+		seq, err := e.p.Log.Append(ctx, e.p.RunID, flow.Batch{Target: e.p.Target, Events: []flow.Event{ev}})
+		if err != nil {
+			return r, fmt.Errorf("replay: run %s: write case:call: %w", e.p.RunID, err)
+		}
+		e.noteSeq(seq)
+		r.callLines++
+	}
+	return r, nil
+}
+
+// resumeCall accounts for one call the journal finished before the engine
+// started, as Resolve and Observe did when it was made (under e.mu).
+func (e *engine) resumeCall(c flow.Call, prov string, res bundle.Result) {
+	live := prov == ProvLive || prov == ProvChanged
+	if live && c.Kind == flow.KindModel {
+		e.spendLocked(c, res)
+	}
+	e.noteSelfSignal(c, res, live)
+	if i, ok := e.index[keyOf(c.CallRef)]; ok && (prov == ProvReused || (!e.p.FromStart && c.Seq < len(e.prefix))) {
+		e.consumed[i] = true
+	}
+	if !e.p.FromStart && c.Seq < len(e.prefix) {
+		e.prefixDone = max(e.prefixDone, c.Seq+1)
+		return
+	}
+	if prov == "" {
+		return // not resolved by the ladder (a call of a plain run)
+	}
+	e.counts[prov]++
+	if live && c.Effect != flow.Pure {
+		e.liveCalls++
+		e.started++
+	}
+	if prov == ProvChanged {
+		e.changed = append(e.changed, c.ID())
+	}
+	line := CallLine{Type: "call", Seq: c.Seq, Kind: string(c.Kind), Key: c.Key, Effect: string(c.Effect),
+		Fingerprint: c.Fingerprint, Provenance: prov}
+	if e.p.Values {
+		line.Result, line.Error = res.Result, res.Error
+	}
+	e.calls = append(e.calls, line)
+}
