@@ -3,10 +3,12 @@ package bundle_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -332,4 +334,161 @@ func TestCompressWhileReading(t *testing.T) {
 	wantCode(t, err, messages.FormatUnsupported)
 	_, err = bundle.Read(bytes.NewReader(canonical[:len(canonical)-10]), bundle.Options{Compress: true})
 	wantCode(t, err, messages.BundleCorrupt)
+}
+
+// TestCallsMatchResults: a history call (call:start or call:done) whose
+// result of the same kind:key has another fingerprint, or a call:done
+// without a result, is bundle_corrupt naming the call, in every form Read
+// accepts; a call:start without a result is allowed.
+func TestCallsMatchResults(t *testing.T) {
+	base := string(readFile(t, "workflow.canonical.json"))
+	const (
+		fp1   = `"fingerprint":"0000000000000000000000000000000000000000000000000000000000000001"`
+		fp2   = `"fingerprint":"00000000000000000000000000000000000000000000000000000000000000ff"`
+		call  = `"call":{"effect":"read",` + fp1 + `,"key":"quote:0","kind":"step"}`
+		start = call + `,"input":{"sku":"SKU-42"},"kind":"call:start"`
+		done  = call + `,"kind":"call:done"`
+	)
+	edit := func(in string, edits ...string) string {
+		for i := 0; i < len(edits); i += 2 {
+			if strings.Count(in, edits[i]) != 1 {
+				t.Fatalf("want %q once in the fixture", edits[i])
+			}
+			in = strings.Replace(in, edits[i], edits[i+1], 1)
+		}
+		return in
+	}
+	result := fp1 + `,"key":"quote:0","kind":"step","result":`
+	cases := []struct {
+		name, in string
+		msg      string // "" when the bundle is valid
+	}{
+		{"consistent", base, ""},
+		{"done fingerprint differs", edit(base, done, strings.Replace(done, fp1, fp2, 1)),
+			"history[3] (run_seq 4): call:done of step:quote:0 has fingerprint 00000000000000000000000000000000000000000000000000000000000000ff, but its result has 0000000000000000000000000000000000000000000000000000000000000001"},
+		{"start fingerprint differs", edit(base, start, strings.Replace(start, fp1, fp2, 1)),
+			"history[2] (run_seq 3): call:start of step:quote:0 has fingerprint"},
+		{"result fingerprint differs", edit(base, result, strings.Replace(result, fp1, fp2, 1)),
+			"history[2] (run_seq 3): call:start of step:quote:0 has fingerprint 0000000000000000000000000000000000000000000000000000000000000001, but its result has 00000000000000000000000000000000000000000000000000000000000000ff"},
+		{"done without result", edit(base, result, strings.Replace(result, "quote:0", "quote:1", 1)),
+			"history[3] (run_seq 4): call:done of step:quote:0 has no recorded result"},
+		{"done of another kind", edit(base, done, strings.Replace(done, `"kind":"step"`, `"kind":"now"`, 1)),
+			"call:done of now:quote:0 has no recorded result"},
+		{"start without result", edit(base, start, strings.Replace(start, "quote:0", "quote:7", 1)), ""},
+		{"no results at all", strings.Split(base, `,"results":`)[0] + `,"results":[]}`,
+			"call:done of step:quote:0 has no recorded result"},
+		{"done without call", edit(base, done, `"kind":"call:done"`),
+			"history[3] (run_seq 4): call:done has no call object"},
+		{"call not an object", edit(base, done, `"call":"step:quote:0","kind":"call:done"`),
+			"call:done has no call object"},
+		{"call fingerprint a number", edit(base, done, strings.Replace(done, fp1, `"fingerprint":1`, 1)),
+			"call:done has no call object"},
+		{"call without key", edit(base, start, strings.Replace(start, `,"key":"quote:0"`, ``, 1)),
+			"history[2] (run_seq 3): call:start has no call object"},
+		{"escaped key", edit(base, done, strings.Replace(done, `"key":"quote:0"`, `"key":"quote\"0"`, 1)),
+			`call:done of step:quote"0 has no recorded result`},
+		{"fingerprint not hex", edit(base, start, strings.Replace(start, fp1, `"fingerprint":"ab"`, 1)),
+			"history[2] (run_seq 3): call:start has no call object"},
+		// The result agrees with the first event of the call, not the second.
+		{"start and done disagree", edit(base, done, strings.Replace(done, fp1, fp2, 1), result, result),
+			"history[3] (run_seq 4): call:done of step:quote:0 has fingerprint 00000000000000000000000000000000000000000000000000000000000000ff"},
+		// The earliest problem is reported.
+		{"earliest first", edit(base, done, `"kind":"call:done"`, start, strings.Replace(start, fp1, fp2, 1)),
+			"history[2] (run_seq 3): call:start of step:quote:0 has fingerprint 00000000000000000000000000000000000000000000000000000000000000ff"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// The canonical form, and the same bundle indented with keys and
+			// results out of order (Read canonicalises it first).
+			c, err := bundle.Read(strings.NewReader(tc.in), bundle.Options{})
+			if tc.msg == "" {
+				if err != nil {
+					t.Fatalf("Read: %v", err)
+				}
+				var ind bytes.Buffer
+				c.WriteIndented(&ind)
+				if _, err := bundle.Read(bytes.NewReader(reversed(t, ind.Bytes())), bundle.Options{Compress: true}); err != nil {
+					t.Fatalf("Read of the reordered form: %v", err)
+				}
+				return
+			}
+			wantCode(t, err, messages.BundleCorrupt)
+			if !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("error %q does not contain %q", err, tc.msg)
+			}
+			_, err = bundle.Read(bytes.NewReader(reversed(t, []byte(tc.in))), bundle.Options{Compress: true})
+			wantCode(t, err, messages.BundleCorrupt)
+			if !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("reordered form: error %q does not contain %q", err, tc.msg)
+			}
+			// Encode (what a save uses) refuses it too.
+			var b bundle.Bundle
+			if err := json.Unmarshal([]byte(tc.in), &b); err != nil {
+				t.Fatal(err)
+			}
+			_, err = bundle.Encode(&b)
+			wantCode(t, err, messages.BundleCorrupt)
+		})
+	}
+}
+
+// reversed rewrites a JSON bundle with every object's keys and the results
+// in reverse order, indented: not canonical, the same bundle.
+func reversed(t *testing.T, in []byte) []byte {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(in))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := v.(map[string]any); ok {
+		if res, ok := m["results"].([]any); ok {
+			slices.Reverse(res)
+		}
+	}
+	var out bytes.Buffer
+	var write func(v any, indent string)
+	write = func(v any, indent string) {
+		switch x := v.(type) {
+		case map[string]any:
+			keys := make([]string, 0, len(x))
+			for k := range x {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			slices.Reverse(keys)
+			out.WriteString("{")
+			for i, k := range keys {
+				if i > 0 {
+					out.WriteString(",")
+				}
+				name, _ := json.Marshal(k)
+				out.WriteString("\n" + indent + "  ")
+				out.Write(name)
+				out.WriteString(": ")
+				write(x[k], indent+"  ")
+			}
+			out.WriteString("\n" + indent + "}")
+		case []any:
+			out.WriteString("[")
+			for i, e := range x {
+				if i > 0 {
+					out.WriteString(",")
+				}
+				out.WriteString("\n" + indent + "  ")
+				write(e, indent+"  ")
+			}
+			out.WriteString("\n" + indent + "]")
+		default:
+			raw, err := json.Marshal(x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out.Write(raw)
+		}
+	}
+	write(v, "")
+	return out.Bytes()
 }

@@ -283,6 +283,7 @@ type reader struct {
 
 	histStart, histEnd int
 	history            []historyEntry
+	calls              []historyCall // history's call:start and call:done events
 
 	results          []resultEntry
 	resStart, resEnd int
@@ -349,6 +350,13 @@ type historyEntry struct {
 	hasKind   bool
 	kindOK    bool // a non-empty string
 	terminal  bool
+}
+
+// historyCall locates a call:start or call:done event of history.
+type historyCall struct {
+	index int32     // in history
+	start uint32    // where its canonical bytes begin in the buffer
+	ev    callEvent // call:start or call:done
 }
 
 // resultFields is what validation and sorting need of one result.
@@ -482,6 +490,8 @@ func (r *reader) wrongType(what, want string) error {
 
 func (r *reader) readHistoryEvent() error {
 	e := historyEntry{}
+	var call callEvent
+	start := len(r.buf)
 	var err error
 	r.buf, err = r.dec.AppendObject(r.buf, func(name, value []byte) error {
 		switch string(name) {
@@ -490,12 +500,22 @@ func (r *reader) readHistoryEvent() error {
 			e.runSeq, e.runSeqErr = strconv.ParseInt(string(value), 10, 64)
 		case "kind":
 			e.hasKind = true
+			// Canonical, so each kind is written one way only.
+			switch string(value) {
+			case `"call:start"`:
+				call = callStart
+			case `"call:done"`:
+				call = callDone
+			}
 			kind, ok := stringValue(value)
 			e.kindOK = ok && kind != ""
 			e.terminal = terminalKinds[kind]
 		}
 		return nil
 	})
+	if err == nil && call != 0 {
+		r.calls = append(r.calls, historyCall{index: int32(len(r.history)), start: uint32(start), ev: call})
+	}
 	r.history = append(r.history, e)
 	return err
 }
@@ -597,6 +617,9 @@ func (r *reader) finish() (*Canonical, error) {
 	}
 	c := r.assemble()
 	if err := r.checkDuplicates(); err != nil {
+		return nil, err
+	}
+	if err := r.checkCalls(); err != nil {
 		return nil, err
 	}
 	c.manifest = *man

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"strconv"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/pyrula/caseworker/messages"
 )
@@ -119,4 +122,283 @@ func (r *reader) validateHistory(fork *int64) error {
 		prev = e.runSeq
 	}
 	return nil
+}
+
+// callEvent says whether a history event is a call:start or a call:done.
+type callEvent uint8
+
+const (
+	callStart callEvent = 1 + iota
+	callDone
+)
+
+func (k callEvent) String() string {
+	if k == callDone {
+		return "call:done"
+	}
+	return "call:start"
+}
+
+// callID is a call's identity kind:key, as results are keyed; the key is
+// the unquoted bytes (an alias of the buffer unless it had escapes).
+type callID struct {
+	kind string
+	key  []byte
+}
+
+// String names the call kind:key, its key cut to 80 bytes.
+func (id callID) String() string { return id.kind + ":" + truncate(string(id.key), 80) }
+
+var (
+	// callIDSeed seeds the hashes of call identities.
+	callIDSeed = maphash.MakeSeed()
+	// callIDHashMask is all ones; a test clears it to make every identity
+	// collide.
+	callIDHashMask = ^uint64(0)
+)
+
+// callIDHash hashes the call identity kind:key. Equal hashes do not mean
+// equal identities: checkCalls compares them.
+func callIDHash[K string | []byte](kind string, key K) uint64 {
+	var h uint64
+	switch k := any(key).(type) {
+	case string:
+		h = maphash.String(callIDSeed, k)
+	case []byte:
+		h = maphash.Bytes(callIDSeed, k)
+	}
+	return (h ^ maphash.String(callIDSeed, kind)*0x9e3779b97f4a7c15) & callIDHashMask
+}
+
+// parseCall reads the canonical "call" member of a history event: its kind
+// (a non-empty string, interned), key (a string) and fingerprint (64
+// lowercase hex characters, returned quoted); ok is false when it is not
+// such an object.
+func (r *reader) parseCall(v []byte) (id callID, fp []byte, ok bool) {
+	var kindOK, keyOK bool
+	isObject := eachMember(v, func(name, value []byte) bool {
+		switch string(name) {
+		case `"kind"`:
+			id.kind, kindOK = r.internKind(value)
+		case `"key"`:
+			id.key, keyOK = unquote(value)
+		case `"fingerprint"`:
+			fp = value
+		}
+		return true
+	})
+	return id, fp, isObject && kindOK && id.kind != "" && keyOK && validFingerprint(fp)
+}
+
+// unquote returns the bytes of a canonical JSON string value: a slice of v
+// when it has no escapes, else a decoded copy.
+func unquote(v []byte) ([]byte, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return nil, false
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		return v[1 : len(v)-1], true
+	}
+	s, err := jsontext.AppendUnquote(nil, v)
+	return s, err == nil
+}
+
+// checkCalls refuses a history whose calls disagree with the results, so
+// that every reader (import, save, the verified read of run, export and
+// show) sees a bundle whose history and results belong together:
+//
+//   - a call:start or call:done event names its call: "call" is an object
+//     with a non-empty string kind, a string key and a fingerprint of 64
+//     lowercase hex characters;
+//   - when a result of that kind:key is recorded, its fingerprint is the
+//     call's;
+//   - a call:done has a recorded result.
+//
+// A call:start without a result is allowed (replay resolves it down the
+// ladder). While history was read only the offsets of its call events were
+// kept. Here one map of the history's calls (by the hash of their identity)
+// is built, the results are looked up in it in one pass, and the events are
+// checked in history order, so that the earliest event with a problem is
+// reported.
+func (r *reader) checkCalls() error {
+	if len(r.calls) == 0 {
+		return nil
+	}
+	// A slot per distinct call: its identity, the index of its result
+	// (or -1), and the next slot whose identity has the same hash (or -1).
+	type slot struct {
+		id           callID
+		result, next int32
+	}
+	type callRef struct {
+		slot int32  // the event's call
+		fpAt uint32 // where its quoted fingerprint is in the buffer
+	}
+	var (
+		heads = make(map[uint64]int32, len(r.calls)) // identity hash → first slot
+		slots = make([]slot, 0, len(r.calls))
+		refs  = make([]callRef, 0, len(r.calls))
+	)
+	for _, c := range r.calls {
+		id, fp, ok := r.parseCall(memberValue(r.buf[c.start:], `"call"`))
+		if !ok {
+			break // reported below, unless an earlier event has a problem
+		}
+		h := callIDHash(id.kind, id.key)
+		s, seen := heads[h]
+		for seen && (slots[s].id.kind != id.kind || !bytes.Equal(slots[s].id.key, id.key)) {
+			s, seen = slots[s].next, slots[s].next >= 0
+		}
+		if !seen {
+			s = int32(len(slots))
+			next := int32(-1)
+			if head, ok := heads[h]; ok {
+				next = head
+			}
+			heads[h] = s
+			slots = append(slots, slot{id: id, result: -1, next: next})
+		}
+		// fp is a slice of the buffer: its offset is what its capacity lacks.
+		refs = append(refs, callRef{slot: s, fpAt: uint32(cap(r.buf) - cap(fp))})
+	}
+	for i, e := range r.results {
+		s, ok := heads[callIDHash(e.kind, e.key)]
+		for ok && (slots[s].id.kind != e.kind || string(slots[s].id.key) != e.key) {
+			s, ok = slots[s].next, slots[s].next >= 0
+		}
+		if ok {
+			slots[s].result = int32(i)
+		}
+	}
+	for k, c := range r.calls {
+		where := func() string {
+			return fmt.Sprintf("history[%d] (run_seq %d): %s", c.index, r.history[c.index].runSeq, c.ev)
+		}
+		if k == len(refs) {
+			return corrupt(where()+" has no call object with a non-empty string kind, a string key and a fingerprint of 64 lowercase hex characters", nil)
+		}
+		ref := refs[k]
+		fp, sl := r.buf[ref.fpAt:ref.fpAt+66], slots[ref.slot]
+		switch {
+		case sl.result >= 0:
+			e := r.results[sl.result]
+			if want := memberValue(r.buf[e.start:e.end], `"fingerprint"`); !bytes.Equal(fp, want) {
+				return corrupt(fmt.Sprintf("%s of %s has fingerprint %s, but its result has %s", where(), sl.id, fp[1:65], want[1:len(want)-1]), nil)
+			}
+		case c.ev == callDone:
+			return corrupt(fmt.Sprintf("%s of %s has no recorded result", where(), sl.id), nil)
+		}
+	}
+	return nil
+}
+
+// validFingerprint reports whether v is a quoted string of 64 lowercase
+// hex characters.
+func validFingerprint(v []byte) bool {
+	if len(v) != 66 || v[0] != '"' || v[65] != '"' {
+		return false
+	}
+	for _, c := range v[1:65] {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// memberValue returns the value of member name (quoted) of the canonical
+// JSON object at the start of b, or nil.
+func memberValue(b []byte, name string) []byte {
+	var v []byte
+	eachMember(b, func(n, value []byte) bool {
+		if string(n) == name {
+			v = value
+			return false
+		}
+		return true
+	})
+	return v
+}
+
+// eachMember calls visit with the name (quoted, as written) and value of
+// each member of the canonical JSON object at the start of b, until visit
+// returns false. It reports false when b does not start with an object. The
+// input is canonical (no whitespace, valid), so a value ends at the first
+// ',' or closing bracket outside strings at its depth.
+func eachMember(b []byte, visit func(name, value []byte) bool) bool {
+	if len(b) < 2 || b[0] != '{' {
+		return false
+	}
+	for i := 1; i < len(b) && b[i] != '}'; {
+		if b[i] == ',' {
+			i++
+		}
+		nameEnd := skipValue(b, i)
+		if nameEnd < 0 || nameEnd >= len(b) || b[nameEnd] != ':' {
+			return false
+		}
+		valueEnd := skipValue(b, nameEnd+1)
+		if valueEnd < 0 {
+			return false
+		}
+		if !visit(b[i:nameEnd], b[nameEnd+1:valueEnd]) {
+			return true
+		}
+		i = valueEnd
+	}
+	return true
+}
+
+// skipValue returns the end of the canonical JSON value that starts at
+// b[i], or -1 when b ends inside it.
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for j := i; j < len(b); j++ {
+		switch b[j] {
+		case '"':
+			if j = stringEnd(b, j); j < 0 {
+				return -1
+			}
+			if depth == 0 {
+				return j + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return j // the end of a number, true, false or null
+			}
+			if depth--; depth == 0 {
+				return j + 1
+			}
+		case ',', ':':
+			if depth == 0 {
+				return j
+			}
+		}
+	}
+	if depth == 0 {
+		return len(b)
+	}
+	return -1
+}
+
+// stringEnd returns the index of the quote that ends the JSON string whose
+// opening quote is b[i], or -1.
+func stringEnd(b []byte, i int) int {
+	for {
+		k := bytes.IndexByte(b[i+1:], '"')
+		if k < 0 {
+			return -1
+		}
+		i += 1 + k
+		// The quote is escaped when an odd number of backslashes precede it.
+		n := 0
+		for n < i && b[i-1-n] == '\\' {
+			n++
+		}
+		if n%2 == 0 {
+			return i
+		}
+	}
 }

@@ -28,7 +28,8 @@ inputs are kept. Prints {"fixture_hash", "fixture_store", "manifest_summary"};
 saving the same run at the same fork twice gives the same hash and one copy.
 
 --kind is detected from the run's model and tool calls; --kind workflow on a
-run with model or tool calls refuses with kind_mismatch.
+run with model or tool calls, or --kind agent on a run with none, refuses
+with kind_mismatch.
 
 Refusals: no_fixture_store, capture_incomplete (a call in flight at the fork,
 or a result missing; the message lists them), kind_mismatch,

@@ -179,6 +179,11 @@ func TestRunEventsSave(t *testing.T) {
 
 	ag := e.record("support_agent")
 	wantRefusal(t, e.run("case", "save", "support_agent", ag.RunID, "--fork-after-seq", "3", "--kind", "workflow"), "kind_mismatch")
+	// And the other way: --kind agent on a run without model or tool calls.
+	msg = wantRefusal(t, e.run("case", "save", "checkout", co.RunID, "--fork-after-seq", fmt.Sprint(co.LastSeq), "--kind", "agent"), "kind_mismatch")
+	if !strings.Contains(msg, co.RunID+" made no model or tool calls") {
+		t.Fatalf("kind_mismatch message: %s", msg)
+	}
 	r = e.run("case", "save", "support_agent", ag.RunID, "--fork-after-seq", fmt.Sprint(ag.LastSeq))
 	wantOK(t, r)
 	if !strings.Contains(r.stdout, `"kind":"agent"`) {

@@ -32,7 +32,8 @@ const (
 	BundleTooLarge Code = "bundle_too_large"
 	// FormatUnsupported: the bundle format or manifest kind is not readable by this version.
 	FormatUnsupported Code = "format_unsupported"
-	// KindMismatch: --kind workflow on a run with model or tool calls.
+	// KindMismatch: --kind workflow on a run with model or tool calls, or
+	// --kind agent on a run with none.
 	KindMismatch Code = "kind_mismatch"
 	// InvalidFixtureHash: a fixture hash that is not 64 lowercase hex characters.
 	InvalidFixtureHash Code = "invalid_fixture_hash"

@@ -9,6 +9,7 @@
 package capture
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,7 +28,8 @@ type Params struct {
 	ForkAfterSeq *int64
 	// Kind is the manifest kind the caller asks for ("" detects it: agent
 	// when the run made model or tool calls, else workflow). Asking for a
-	// workflow of a run with model or tool calls is kind_mismatch.
+	// workflow of a run with model or tool calls, or for an agent of a run
+	// without any, is kind_mismatch.
 	Kind bundle.Kind
 	// Registration is the target's registration (steps, and tools for
 	// agents), from the binary that records and replays it.
@@ -45,6 +47,10 @@ type Params struct {
 // source.origin names the journal the run was recorded in: "valkey" for every
 // run this software records, also once the run has moved to the archive, so
 // that a run saves to the same hash before and after its live keys expire.
+//
+// history holds the run's events up to the fork, terminal events dropped,
+// as they were recorded, except that the prices of a case run (its
+// run:submitted request's options.prices, see withoutPrices) are left out.
 //
 // capture.complete is true when the run has finished, so that every result
 // after the fork is recorded too; for a run still running or suspended it is
@@ -95,7 +101,11 @@ func Build(r *journal.Run, p Params) (*bundle.Bundle, error) {
 		if journal.IsTerminal(e.Kind) {
 			continue
 		}
-		raw, err := e.JSON()
+		ev, err := withoutPrices(e)
+		if err != nil {
+			return nil, fmt.Errorf("capture: run %s: %w", m.RunID, err)
+		}
+		raw, err := ev.JSON()
 		if err != nil {
 			return nil, fmt.Errorf("capture: run %s: %w", m.RunID, err)
 		}
@@ -109,8 +119,51 @@ func Build(r *journal.Run, p Params) (*bundle.Bundle, error) {
 	return b, nil
 }
 
+// requestField is the field of the run:submitted event of a run the worker
+// submitted that holds the message's body (worker/submit.go).
+const requestField = "request"
+
+// withoutPrices returns e without the prices of a case run: a run:submitted
+// event whose request (a worker's run_case body) has options.prices gets a
+// copy of the request without them. Prices (--prices, options.prices) say
+// what live model calls cost where the case runs; they are never stored in
+// a bundle, and the executor reads them from the journal, not from a
+// capture. Any other event is returned as it is.
+func withoutPrices(e journal.Event) (journal.Event, error) {
+	raw, ok := e.Fields[requestField]
+	if e.Kind != journal.KindRunSubmitted || !ok || !bytes.Contains(raw, []byte(`"prices"`)) {
+		return e, nil
+	}
+	var req map[string]json.RawMessage
+	if json.Unmarshal(raw, &req) != nil {
+		return e, nil // not an object: no options
+	}
+	var opts map[string]json.RawMessage
+	if json.Unmarshal(req["options"], &opts) != nil {
+		return e, nil
+	}
+	if _, ok := opts["prices"]; !ok {
+		return e, nil
+	}
+	delete(opts, "prices")
+	var err error
+	if req["options"], err = json.Marshal(opts); err != nil {
+		return e, err
+	}
+	fields := make(map[string]json.RawMessage, len(e.Fields))
+	for k, v := range e.Fields {
+		fields[k] = v
+	}
+	if fields[requestField], err = json.Marshal(req); err != nil {
+		return e, err
+	}
+	e.Fields = fields
+	return e, nil
+}
+
 // detectKind returns the manifest kind: agent when the run made model or
-// tool calls, else workflow; an explicit kind is checked against that.
+// tool calls, else workflow; an explicit kind must be that kind
+// (kind_mismatch), both ways.
 func detectKind(r *journal.Run, want bundle.Kind) (bundle.Kind, error) {
 	detected := bundle.KindWorkflow
 	var evidence string
@@ -138,6 +191,10 @@ func detectKind(r *journal.Run, want bundle.Kind) (bundle.Kind, error) {
 		}
 		return want, nil
 	case bundle.KindAgent:
+		if detected == bundle.KindWorkflow {
+			return "", messages.Errorf(messages.KindMismatch,
+				"run %s made no model or tool calls, so it is a workflow run, not an agent", r.Meta.RunID)
+		}
 		return want, nil
 	}
 	return "", fmt.Errorf("capture: --kind %q is not workflow or agent", want)

@@ -182,4 +182,71 @@ func TestKind(t *testing.T) {
 	if b, err := capture.Build(wf, capture.Params{Kind: bundle.KindWorkflow}); err != nil || b.Manifest.Kind != bundle.KindWorkflow {
 		t.Fatalf("--kind workflow on a workflow: %v", err)
 	}
+	if b, err := capture.Build(r, capture.Params{ForkAfterSeq: seq(2), Kind: bundle.KindAgent}); err != nil || b.Manifest.Kind != bundle.KindAgent {
+		t.Fatalf("--kind agent on an agent run: %v", err)
+	}
+	// --kind agent on a run without model or tool calls, as --kind workflow
+	// the other way; at any fork, and with inputs only.
+	for _, fork := range []*int64{nil, seq(0), seq(4), seq(wf.Meta.LastSeq)} {
+		_, err = capture.Build(wf, capture.Params{ForkAfterSeq: fork, Kind: bundle.KindAgent})
+		if code, _ := messages.CodeOf(err); code != messages.KindMismatch ||
+			!strings.Contains(err.Error(), "run run_1 made no model or tool calls, so it is a workflow run, not an agent") {
+			t.Fatalf("--kind agent on a workflow run (fork %v): %v", fork, err)
+		}
+	}
+}
+
+// TestPricesNotCaptured: the prices of a worker's case run (options.prices
+// of the run_case body its run:submitted event holds) are not copied into
+// the history of a capture; the rest of the request is.
+func TestPricesNotCaptured(t *testing.T) {
+	ctx := context.Background()
+	j, err := memjournal.New(memjournal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	request := `{"target_name":"checkout","source":{"bundle":{"fixture_hash":"` + fp("x") + `"}},` +
+		`"options":{"max_cost_usd":5,"prices":{"price-only-model-x":{"input_per_mtok":4321.5,"output_per_mtok":8765.25}},"replay_only":false}}`
+	lease, err := j.Create(ctx, journal.CreateParams{RunID: "case_1", TargetName: "checkout", CodeVersion: "v1", Owner: "test",
+		Fields: map[string]json.RawMessage{"message_type": json.RawMessage(`"run_case"`), "request": json.RawMessage(request)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, _ := journal.NewEvent(journal.KindRunStart, map[string]any{"inputs": map[string]any{}, "code_version": "v1"})
+	if _, err := j.Append(ctx, lease, journal.Batch{Events: []journal.Event{start}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := j.Run(ctx, "case_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := capture.Build(r, capture.Params{ForkAfterSeq: seq(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := bundle.Encode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(c.Bytes())
+	for _, leak := range []string{"prices", "price-only-model-x", "4321.5", "8765.25"} {
+		if strings.Contains(got, leak) {
+			t.Errorf("the bundle holds %q: %s", leak, got)
+		}
+	}
+	for _, kept := range []string{`"message_type":"run_case"`, `"options":{"max_cost_usd":5,"replay_only":false}`, `"fixture_hash":"` + fp("x")} {
+		if !strings.Contains(got, kept) {
+			t.Errorf("the bundle lost %s: %s", kept, got)
+		}
+	}
+	// The journal's event is unchanged.
+	if raw := string(r.Events[0].Fields["request"]); !strings.Contains(raw, "price-only-model-x") {
+		t.Errorf("the run's request changed: %s", raw)
+	}
+	// A request without prices is kept byte for byte.
+	r.Events[0].Fields["request"] = json.RawMessage(`{"options":{"replay_only":true},"target_name":"checkout"}`)
+	b, err = capture.Build(r, capture.Params{ForkAfterSeq: seq(2)})
+	if err != nil || !strings.Contains(string(b.History[0]), `"request":{"options":{"replay_only":true},"target_name":"checkout"}`) {
+		t.Fatalf("request without prices: %s, %v", b.History[0], err)
+	}
 }
