@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/valkey-io/valkey-go"
+
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/capture"
@@ -40,8 +42,21 @@ func (w *Worker) fixtureStore(expected string) (store.Store, error) {
 	return w.store, nil
 }
 
-// deleteCaseBundle handles delete_case_bundle.
-func (w *Worker) deleteCaseBundle(ctx context.Context, raw json.RawMessage) (any, error) {
+// claimed is the idempotency record a delivery holds while it works: its
+// key and body hash, and whether an earlier delivery of the message found
+// the bundle of a delete_case_bundle stored (its started record says so).
+type claimed struct {
+	key, bodyHash string
+	bundlePresent bool
+}
+
+// deleteCaseBundle handles delete_case_bundle. deleted is true when this
+// delivery deleted the bundle, or when the started record says an earlier
+// delivery of the message found the bundle stored and it is gone now (that
+// delivery deleted it, then died before recording its reply). So the first
+// delivery that finds the bundle stored notes it in the started record
+// before deleting it; a bundle absent then is deleted: false.
+func (w *Worker) deleteCaseBundle(ctx context.Context, raw json.RawMessage, cl claimed) (any, error) {
 	var b messages.DeleteCaseBundleBody
 	if !decodeDeleteBodyFast(raw, &b) {
 		if err := decodeBody(raw, &b); err != nil {
@@ -59,11 +74,29 @@ func (w *Worker) deleteCaseBundle(ctx context.Context, raw json.RawMessage) (any
 	if err != nil {
 		return nil, err
 	}
+	if !cl.bundlePresent {
+		_, err := s.Stat(ctx, h)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			// Nothing to note: a later delivery looks again.
+		case err != nil:
+			return nil, fmt.Errorf("stat %s: %w", h, err)
+		default:
+			do := func(cmd valkey.Completed) valkey.ValkeyResult { return w.batch.do(ctx, w.client, cmd) }
+			err := w.setRecord(do, cl.key, cl.bodyHash, startedRecord(cl.bodyHash, true)).Error()
+			if err != nil && !valkey.IsValkeyNil(err) {
+				return nil, fmt.Errorf("note the bundle in the idempotency record: %w", err)
+			}
+			// Not written (nil is written): a reply of this body is
+			// recorded already, and finish repeats it.
+			cl.bundlePresent = true
+		}
+	}
 	deleted, err := s.Delete(ctx, h)
 	if err != nil {
 		return nil, fmt.Errorf("delete %s: %w", h, err)
 	}
-	return messages.DeleteCaseBundleResult{Deleted: deleted}, nil
+	return messages.DeleteCaseBundleResult{Deleted: deleted || cl.bundlePresent}, nil
 }
 
 // saveCase handles save_case: capture the run from the journal (live or
@@ -112,6 +145,9 @@ func (w *Worker) saveCase(ctx context.Context, raw json.RawMessage) (any, error)
 	case errors.Is(err, capture.ErrTargetMismatch):
 		return nil, messages.Errorf(messages.InvalidOverrides, "%v", err)
 	case err != nil:
+		if fe := (*capture.ForkRangeError)(nil); errors.As(err, &fe) {
+			return nil, forkRangeRefusal("fork_after_seq", fe)
+		}
 		return nil, err
 	}
 	if _, err := store.Save(ctx, s, c); err != nil {
@@ -161,4 +197,12 @@ func decodeDeleteBodyFast(raw json.RawMessage, b *messages.DeleteCaseBundleBody)
 	}
 	*b = out
 	return true
+}
+
+// forkRangeRefusal is the refusal of a fork outside the run's events
+// (field names the message's member): invalid input, refused on the first
+// delivery, never retried.
+func forkRangeRefusal(field string, fe *capture.ForkRangeError) error {
+	return messages.Errorf(messages.InvalidOverrides, "%s %d is past the last event of run %s (run_seq 0 to %d; see pyrula events %s)",
+		field, fe.ForkAfterSeq, fe.RunID, fe.LastSeq, fe.RunID)
 }

@@ -3,13 +3,16 @@ package worker
 import (
 	"bytes"
 	"context"
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/valkey-io/valkey-go"
 	"go.uber.org/zap"
@@ -23,11 +26,65 @@ import (
 const finishTimeout = 10 * time.Second
 
 // record is the idempotency record of a message id, a JSON string at
-// <ns>:msg:{<message_id>}.
+// <ns>:msg:{<message_id>}: while the message's work runs, the started
+// record {"state":"started","body_hash"[,"bundle_present":true]}; once it
+// is answered, {"body_hash","reply"}.
 type record struct {
+	// State is "started" while the work has not finished; empty once the
+	// reply is recorded.
+	State string `json:"state,omitempty"`
 	// BodyHash is the SHA-256 of the type and the canonical JSON of the body.
-	BodyHash string         `json:"body_hash"`
-	Reply    messages.Reply `json:"reply"`
+	BodyHash string `json:"body_hash"`
+	// BundlePresent (delete_case_bundle, started records only) says the
+	// bundle was stored when the message was first handled.
+	BundlePresent bool           `json:"bundle_present,omitempty"`
+	Reply         messages.Reply `json:"reply"`
+}
+
+// stateStarted is record.State while a message's work runs.
+const stateStarted = "started"
+
+// startedPrefix is how the started record of body hash h begins; the
+// record scripts recognise a started record by it.
+func startedPrefix(h string) string {
+	return `{"state":"started","body_hash":"` + h + `"`
+}
+
+// startedRecord is the started record of body hash h.
+func startedRecord(h string, bundlePresent bool) string {
+	if bundlePresent {
+		return startedPrefix(h) + `,"bundle_present":true}`
+	}
+	return startedPrefix(h) + `}`
+}
+
+// setRecordLua replaces the record at KEYS[1] with ARGV[2] (TTL ARGV[3] ms)
+// when there is none or it begins with ARGV[1] (the started record of the
+// caller's body hash), and returns nil; otherwise it leaves the record and
+// returns it (a reply already recorded, or another body's record).
+const setRecordLua = `
+local cur = redis.call('GET', KEYS[1])
+if cur and string.sub(cur, 1, string.len(ARGV[1])) ~= ARGV[1] then
+  return cur
+end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return false
+`
+
+var setRecordSHA = func() string {
+	sum := sha1.Sum([]byte(setRecordLua))
+	return hex.EncodeToString(sum[:])
+}()
+
+// setRecord runs setRecordLua for key through do (EVALSHA, then EVAL when
+// the server does not have the script yet).
+func (w *Worker) setRecord(do func(valkey.Completed) valkey.ValkeyResult, key, bodyHash, value string) valkey.ValkeyResult {
+	ttl := strconv.FormatInt(w.cfg.IdempotencyTTL.Milliseconds(), 10)
+	res := do(w.client.B().Evalsha().Sha1(setRecordSHA).Numkeys(1).Key(key).Arg(startedPrefix(bodyHash), value, ttl).Build())
+	if ve, ok := valkey.IsValkeyErr(res.Error()); ok && ve.IsNoScript() {
+		res = do(w.client.B().Eval().Script(setRecordLua).Numkeys(1).Key(key).Arg(startedPrefix(bodyHash), value, ttl).Build())
+	}
+	return res
 }
 
 // outcome is what handling one delivery decided.
@@ -41,9 +98,10 @@ type outcome struct {
 	replyJSON []byte
 }
 
-// writeRecord writes the idempotency record of out (keeping the reply of a
-// record already there) and, when PYRULA_WAIT_REPLICAS is set, waits for the
-// replicas. One SET NX GET both writes the record and, when another delivery
+// writeRecord writes the idempotency record of out over the started record
+// of its body (keeping the reply of a record already there) and, when
+// PYRULA_WAIT_REPLICAS is set, waits for the replicas. One script
+// (setRecordLua) both writes the record and, when another delivery
 // recorded first, returns that record. WAIT covers only the writes of its
 // own connection, so with WAIT the record and the WAIT go over one
 // dedicated connection; replication is one ordered stream, so the replicas
@@ -59,7 +117,6 @@ func (w *Worker) writeRecord(ctx context.Context, out *outcome) error {
 	// The bytes json.Marshal(record{...}) gives (body_hash is hex), with
 	// the reply encoded once for the record and the reply stream.
 	rec := `{"body_hash":"` + out.bodyHash + `","reply":` + string(reply) + `}`
-	set := w.client.B().Set().Key(out.key).Value(rec).Nx().Get().Px(w.cfg.IdempotencyTTL).Build()
 	keep := func(res valkey.ValkeyResult) error {
 		prev, err := res.ToString()
 		if valkey.IsValkeyNil(err) {
@@ -67,6 +124,11 @@ func (w *Worker) writeRecord(ctx context.Context, out *outcome) error {
 		}
 		if err != nil {
 			return fmt.Errorf("write the idempotency record: %w", err)
+		}
+		if strings.HasPrefix(prev, `{"state":"started"`) {
+			// Another body's started record (a dead letter of a message
+			// that never claimed its id): its holder records the reply.
+			return nil
 		}
 		var r record
 		if err := json.Unmarshal([]byte(prev), &r); err != nil {
@@ -78,10 +140,10 @@ func (w *Worker) writeRecord(ctx context.Context, out *outcome) error {
 		return nil
 	}
 	if w.cfg.WaitReplicas <= 0 {
-		return keep(w.batch.do(ctx, w.client, set))
+		return keep(w.setRecord(func(cmd valkey.Completed) valkey.ValkeyResult { return w.batch.do(ctx, w.client, cmd) }, out.key, out.bodyHash, rec))
 	}
 	return w.client.Dedicated(func(c valkey.DedicatedClient) error {
-		if err := keep(c.Do(ctx, set)); err != nil {
+		if err := keep(w.setRecord(func(cmd valkey.Completed) valkey.ValkeyResult { return c.Do(ctx, cmd) }, out.key, out.bodyHash, rec)); err != nil {
 			return err
 		}
 		n, err := c.Do(ctx, w.client.B().Wait().Numreplicas(int64(w.cfg.WaitReplicas)).Timeout(5000).Build()).AsInt64()
@@ -185,15 +247,21 @@ func (w *Worker) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, str
 	if err != nil {
 		return refuse(messages.InvalidOverrides, "body: %v", err)
 	}
-	// A redelivery or a duplicate send: the recorded reply, no work.
-	prev, found, err := w.lookup(ctx, env.MessageID)
+	// Claim the message id before any work: the started record of this
+	// body, written only when the id has no record (SET NX GET). A
+	// record of another body refuses this message; a recorded reply of
+	// this body is repeated, no work; a started record of this body (a
+	// delivery still working, or one that died) lets the work run again
+	// (it is idempotent), and the first reply recorded is every
+	// delivery's reply.
+	prev, found, err := w.claimRecord(ctx, env.MessageID, bodyHash)
 	if err != nil {
 		return out, string(env.Type), err
 	}
-	if found {
-		if prev.BodyHash != bodyHash {
-			return refuse(messages.InvalidOverrides, "message_id %s was already used with a different body", env.MessageID)
-		}
+	if found && prev.BodyHash != bodyHash {
+		return refuse(messages.InvalidOverrides, "message_id %s reused with another body", env.MessageID)
+	}
+	if found && prev.State != stateStarted {
 		w.metrics.duplicates.Inc()
 		out.reply = prev.Reply
 		// With PYRULA_WAIT_REPLICAS, finish goes through the record again
@@ -209,7 +277,7 @@ func (w *Worker) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, str
 	var result any
 	switch env.Type {
 	case messages.DeleteCaseBundle:
-		result, err = w.deleteCaseBundle(ctx, env.Body)
+		result, err = w.deleteCaseBundle(ctx, env.Body, claimed{key: out.key, bodyHash: bodyHash, bundlePresent: found && prev.BundlePresent})
 	case messages.SaveCase:
 		result, err = w.saveCase(ctx, env.Body)
 	case messages.StartRun:
@@ -245,14 +313,23 @@ func encodeResult(result any) ([]byte, error) {
 	return json.Marshal(result)
 }
 
-// checkMessageID accepts 1 to 200 printable characters without braces or
-// spaces, so that the id is safe inside a hash-tagged key.
+// maxMessageIDBytes is the longest message_id accepted.
+const maxMessageIDBytes = 200
+
+// checkMessageID accepts 1 to 200 bytes of valid UTF-8, printable
+// characters without braces or spaces, so that the id is safe inside a
+// hash-tagged key. U+FFFD is refused too: encoding/json decodes invalid
+// UTF-8 and lone surrogate escapes to it, so two different ids would
+// otherwise become one.
 func checkMessageID(id string) error {
 	if id == "" {
 		return errors.New("message_id is missing")
 	}
-	if len(id) > 200 {
-		return errors.New("message_id is longer than 200 bytes")
+	if len(id) > maxMessageIDBytes {
+		return fmt.Errorf("message_id is longer than %d bytes", maxMessageIDBytes)
+	}
+	if !utf8.ValidString(id) || strings.ContainsRune(id, utf8.RuneError) {
+		return errors.New("message_id is not valid UTF-8 (or holds U+FFFD, what invalid UTF-8 and lone surrogate escapes decode to)")
 	}
 	for _, r := range id {
 		if r <= ' ' || r == 0x7f || r == '{' || r == '}' {
@@ -297,14 +374,17 @@ func canonicalize(body []byte) ([]byte, error) {
 	return json.Marshal(v)
 }
 
-// lookup reads a message id's idempotency record.
-func (w *Worker) lookup(ctx context.Context, messageID string) (record, bool, error) {
-	s, err := w.batch.do(ctx, w.client, w.client.B().Get().Key(w.recordKey(messageID)).Build()).ToString()
+// claimRecord writes the started record of bodyHash at messageID's idempotency
+// record unless there is one (SET NX GET), and returns the one there
+// (found) if any.
+func (w *Worker) claimRecord(ctx context.Context, messageID, bodyHash string) (record, bool, error) {
+	cmd := w.client.B().Set().Key(w.recordKey(messageID)).Value(startedRecord(bodyHash, false)).Nx().Get().Px(w.cfg.IdempotencyTTL).Build()
+	s, err := w.batch.do(ctx, w.client, cmd).ToString()
 	if valkey.IsValkeyNil(err) {
 		return record{}, false, nil
 	}
 	if err != nil {
-		return record{}, false, fmt.Errorf("read the idempotency record of %s: %w", messageID, err)
+		return record{}, false, fmt.Errorf("claim the idempotency record of %s: %w", messageID, err)
 	}
 	var r record
 	if err := json.Unmarshal([]byte(s), &r); err != nil {

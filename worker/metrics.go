@@ -38,9 +38,8 @@ type metrics struct {
 	streams *streamStats
 
 	// The children every message updates, by typeIndex, looked up once
-	// (WithLabelValues hashes its labels on every call): received is
-	// filled by newMetrics, answeredOK and durations on first use (so that
-	// the exposition has only the series that were used, as before).
+	// (WithLabelValues hashes its labels on every call), filled by
+	// initSeries so that a fresh worker exports every series at 0.
 	receivedBy [len(typeLabels)]prometheus.Counter
 	answeredOK [len(typeLabels)]atomic.Pointer[prometheus.Counter]
 	durations  [len(typeLabels)]atomic.Pointer[prometheus.Observer]
@@ -159,12 +158,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"op"}),
 		streams: newStreamStats(),
 	}
-	for _, p := range []string{replay.ProvReused, replay.ProvSimulated, replay.ProvLive, replay.ProvChanged, provPrefix} {
-		m.caseCalls.WithLabelValues(p)
-	}
-	for i, t := range typeLabels {
-		m.receivedBy[i] = m.received.WithLabelValues(t)
-	}
+	m.initSeries() // metricsinit.go
 	if reg == nil {
 		return m, nil
 	}
@@ -235,6 +229,11 @@ func (w *Worker) entryTypeLabel(e valkey.XRangeEntry) string {
 	}
 	return typeLabel(env.Type)
 }
+
+// caseProvenances are the provenance label values of
+// pyrula_worker_case_calls_total ("other" aside, for a provenance the
+// engine adds later).
+var caseProvenances = []string{replay.ProvReused, replay.ProvSimulated, replay.ProvLive, replay.ProvChanged, provPrefix}
 
 // provPrefix is the provenance label of the recorded prefix calls a case
 // run verified (the outcome's prefix_calls).

@@ -126,6 +126,9 @@ func (x *executor) loadCase(ctx context.Context, b messages.RunCaseBody) (*bundl
 	case errors.Is(err, capture.ErrTargetMismatch):
 		return nil, messages.Errorf(messages.InvalidOverrides, "%v", err)
 	case err != nil:
+		if fe := (*capture.ForkRangeError)(nil); errors.As(err, &fe) {
+			return nil, forkRangeRefusal("source.journal.fork_after_seq", fe)
+		}
 		return nil, err
 	}
 	if src.ExpectedHash != "" && string(c.Hash()) != src.ExpectedHash {

@@ -557,9 +557,9 @@ func (x *executor) run(ctx context.Context, runID string, log *zap.Logger) (flow
 			return "", err
 		}
 	}
-	kind := "live"
+	kind := runKindLive
 	if typ == messages.RunCase {
-		kind = "case"
+		kind = runKindCase
 	}
 	x.w.metrics.runs.WithLabelValues(kind, string(out.Status), string(out.Code)).Inc()
 	return out.Status, nil

@@ -75,6 +75,7 @@ type Worker struct {
 	hard     context.CancelFunc // cancels in-flight work
 	loops    sync.WaitGroup     // the read, reclaim and maintenance loops
 	handlers sync.WaitGroup     // in-flight handlers
+	keepers  sync.WaitGroup     // keepAliveLoop, which outlives the loops (keepalive.go)
 	stopOnce sync.Once
 	stopped  chan struct{}
 
@@ -157,6 +158,8 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	go func() { defer w.loops.Done(); w.maintainLoop(readCtx) }()
 	go func() { defer w.loops.Done(); w.reclaimLoop(readCtx, workCtx) }()
 	go func() { defer w.loops.Done(); w.exec.readLoop(readCtx, workCtx) }()
+	w.keepers.Add(1) // until the in-flight work ended: see Stop
+	go func() { defer w.keepers.Done(); w.keepAliveLoop(workCtx) }()
 	w.log.Info("worker started",
 		zap.String("stream", w.cfg.CaseStream), zap.String("group", w.cfg.ConsumerGroup),
 		zap.String("consumer", w.cfg.ConsumerName), zap.Int("concurrency", w.cfg.Concurrency),
@@ -260,6 +263,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 			w.loops.Wait() // no handler is added after the loops ended
 			w.handlers.Wait()
 			w.hard()
+			w.keepers.Wait()
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			w.closeResources()

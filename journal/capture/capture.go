@@ -42,7 +42,7 @@ type Params struct {
 // capture_incomplete (a call in flight at the fork, or a call done at or
 // before the fork whose result is not recorded; the message lists them),
 // kind_mismatch. A fork after the run's last event is invalid input (an
-// error without a code).
+// error without a code, a *ForkRangeError).
 //
 // source.origin names the journal the run was recorded in: "valkey" for every
 // run this software records, also once the run has moved to the archive, so
@@ -59,8 +59,7 @@ type Params struct {
 func Build(r *journal.Run, p Params) (*bundle.Bundle, error) {
 	m := r.Meta
 	if p.ForkAfterSeq != nil && (*p.ForkAfterSeq < 0 || *p.ForkAfterSeq > m.LastSeq) {
-		return nil, fmt.Errorf("capture: run %s: --fork-after-seq %d is outside the run's events (run_seq 0 to %d; see pyrula events %s)",
-			m.RunID, *p.ForkAfterSeq, m.LastSeq, m.RunID)
+		return nil, &ForkRangeError{RunID: m.RunID, ForkAfterSeq: *p.ForkAfterSeq, LastSeq: m.LastSeq}
 	}
 	kind, err := detectKind(r, p.Kind)
 	if err != nil {
@@ -255,6 +254,19 @@ func joinList(items []string) string {
 		out += s
 	}
 	return out + more
+}
+
+// ForkRangeError is Build's error for a fork outside the run's events:
+// invalid input, which no retry fixes (the worker refuses it
+// invalid_overrides).
+type ForkRangeError struct {
+	RunID                 string
+	ForkAfterSeq, LastSeq int64
+}
+
+func (e *ForkRangeError) Error() string {
+	return fmt.Sprintf("capture: run %s: --fork-after-seq %d is outside the run's events (run_seq 0 to %d; see pyrula events %s)",
+		e.RunID, e.ForkAfterSeq, e.LastSeq, e.RunID)
 }
 
 // ErrTargetMismatch means the run read by FromJournal is a run of another

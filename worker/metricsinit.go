@@ -1,0 +1,50 @@
+package worker
+
+import (
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/messages"
+)
+
+// The kind label values of pyrula_worker_runs_total.
+const (
+	runKindLive = "live" // start_run
+	runKindCase = "case" // run_case
+)
+
+// runEndStatuses are the statuses a run ends with here (finished or
+// suspended), the status label values of pyrula_worker_runs_total.
+var runEndStatuses = []flow.Status{flow.StatusComplete, flow.StatusError, flow.StatusCancelled, flow.StatusSuspended}
+
+// replyStatuses are the outcome label values of pyrula_worker_messages_total.
+var replyStatuses = []messages.ReplyStatus{messages.StatusOK, messages.StatusRefused, messages.StatusError}
+
+// initSeries creates, at zero, the series of every labelled counter and
+// histogram for the label values known in advance, so that a fresh worker
+// already exports them and alerts and dashboards see 0, not "no data":
+// messages received, answered (every type and outcome), their duration and
+// transient failures by type (and "run"), runs by kind and end status with
+// code "" (the codes are many and come from the runs), case calls by
+// provenance and bundle sizes by op. The store metrics get theirs for the
+// worker's one backend when its store is wrapped (newMeteredStore), the
+// stream stats errors in newStreamStats.
+func (m *metrics) initSeries() {
+	for i, t := range typeLabels {
+		m.receivedBy[i] = m.received.WithLabelValues(t)
+		for _, s := range replyStatuses {
+			m.answered(t, s) // fills answeredOK
+		}
+		m.durationOf(t) // fills durations
+		m.transient.WithLabelValues(t)
+	}
+	m.transient.WithLabelValues("run")
+	for _, k := range []string{runKindLive, runKindCase} {
+		for _, s := range runEndStatuses {
+			m.runs.WithLabelValues(k, string(s), "")
+		}
+	}
+	for _, p := range caseProvenances {
+		m.caseCalls.WithLabelValues(p)
+	}
+	m.bundleBytes.WithLabelValues(opPut)
+	m.bundleBytes.WithLabelValues(opOpen)
+}
