@@ -26,6 +26,12 @@ func FuzzRead(f *testing.F) {
 			}
 			f.Add(b)
 		}
+		b, err := os.ReadFile(filepath.Join("testdata", name+".input.json"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(fuzzGzip(f, b)) // the other encodings of an import
+		f.Add(fuzzZstd(f, b))
 	}
 	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0})
 	f.Add([]byte{0x1f, 0x8b, 8, 0})

@@ -1,12 +1,14 @@
 package store
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"net/url"
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -79,7 +81,7 @@ func ParseURL(raw string) (Location, error) {
 	default:
 		return Location{}, invalidURL(s, fmt.Sprintf(
 			"unknown scheme %q (want memory:, file://, postgres://, postgresql:// or s3://; write ./%s for a relative path)",
-			scheme, s))
+			scheme, Redact(s)))
 	}
 }
 
@@ -175,6 +177,9 @@ func parsePostgresURL(s string) (Location, error) {
 		return Location{}, invalidURL(s, "a postgres store URL names a database: postgres://host:port/database")
 	}
 	id := &url.URL{Scheme: SchemePostgres, Host: net.JoinHostPort(host, port), Path: "/" + db}
+	if _, err := url.Parse(id.String()); err != nil { // such as a space in host=
+		return Location{}, invalidURL(s, fmt.Sprintf("host %q is not a host name or address", host))
+	}
 	return Location{Scheme: SchemePostgres, Identity: id.String()}, nil
 }
 
@@ -238,22 +243,44 @@ func Redact(raw string) string {
 		return dsnSecretRE.ReplaceAllString(raw, "${1}="+redacted)
 	}
 	head, rest := raw[:i+3], raw[i+3:]
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		rest = redacted + rest[at:]
+	// The spans of rest to hide: the user info, then the values of secret
+	// query parameters, both of the query after the user info and of one
+	// starting before it (an '@' in a query value is not the end of the
+	// user info: the value is hidden past it).
+	var hide [][2]int
+	at := strings.LastIndex(rest, "@")
+	if at >= 0 {
+		hide = append(hide, [2]int{0, at})
 	}
-	if q := strings.IndexByte(rest, '?'); q >= 0 {
-		query, frag, hasFrag := strings.Cut(rest[q+1:], "#")
-		params := strings.Split(query, "&")
-		for j, p := range params {
+	for _, from := range []int{0, at + 1} {
+		q := strings.IndexByte(rest[from:], '?')
+		if q < 0 {
+			continue
+		}
+		off := from + q + 1
+		query, _, _ := strings.Cut(rest[off:], "#")
+		for _, p := range strings.Split(query, "&") {
 			k, _, ok := strings.Cut(p, "=")
 			if name, err := url.QueryUnescape(k); ok && (err != nil || secretKey(name)) {
-				params[j] = k + "=" + redacted
+				hide = append(hide, [2]int{off + len(k) + 1, off + len(p)})
 			}
-		}
-		rest = rest[:q+1] + strings.Join(params, "&")
-		if hasFrag {
-			rest += "#" + frag
+			off += len(p) + 1
 		}
 	}
-	return head + rest
+	slices.SortFunc(hide, func(a, b [2]int) int { return cmp.Compare(a[0], b[0]) })
+	var b strings.Builder
+	b.WriteString(head)
+	end := 0 // rest[:end] is written
+	for j := 0; j < len(hide); j++ {
+		start, stop := hide[j][0], hide[j][1]
+		for j+1 < len(hide) && hide[j+1][0] <= stop { // overlapping or touching spans are one
+			stop = max(stop, hide[j+1][1])
+			j++
+		}
+		b.WriteString(rest[end:start])
+		b.WriteString(redacted)
+		end = stop
+	}
+	b.WriteString(rest[end:])
+	return b.String()
 }

@@ -111,6 +111,8 @@ func (w *Worker) saveCase(ctx context.Context, raw json.RawMessage) (any, error)
 		return nil, messages.Errorf(messages.InvalidOverrides, "target_name is missing")
 	case b.RunID == "":
 		return nil, messages.Errorf(messages.InvalidOverrides, "run_id is missing")
+	case journal.CheckRunID(b.RunID) != nil:
+		return nil, messages.Errorf(messages.InvalidOverrides, "run_id: %v", journal.CheckRunID(b.RunID))
 	case b.ForkAfterSeq != nil && *b.ForkAfterSeq < 0:
 		return nil, messages.Errorf(messages.InvalidOverrides, "fork_after_seq %d is negative", *b.ForkAfterSeq)
 	case b.Kind != "" && b.Kind != string(bundle.KindWorkflow) && b.Kind != string(bundle.KindAgent):

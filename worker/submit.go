@@ -87,6 +87,9 @@ func (w *Worker) runCase(ctx context.Context, env messages.Envelope) (any, error
 		if j.RunID == "" {
 			return nil, messages.Errorf(messages.InvalidOverrides, "source.journal.run_id is missing")
 		}
+		if err := journal.CheckRunID(j.RunID); err != nil {
+			return nil, messages.Errorf(messages.InvalidOverrides, "source.journal.run_id: %v", err)
+		}
 		if j.ForkAfterSeq != nil && *j.ForkAfterSeq < 0 {
 			return nil, messages.Errorf(messages.InvalidOverrides, "source.journal.fork_after_seq %d is negative", *j.ForkAfterSeq)
 		}
