@@ -23,7 +23,7 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 )
 
-// The benchmarks of issue 2 and DESIGN.md §13. Run them with
+// The bundle benchmarks of docs/performance.md. Run them with
 //
 //	go test -run '^$' -bench . -benchtime 3x ./bundle/
 //
@@ -227,7 +227,7 @@ func BenchmarkVerifiedRead(b *testing.B) {
 	}
 }
 
-// pythonReference is the anchor of DESIGN.md §13: json.loads, sort results,
+// pythonReference is the anchor of docs/performance.md: json.loads, sort results,
 // canonical json.dumps, sha256. It prints the hash and its peak RSS.
 const pythonReference = `
 import hashlib, json, resource, sys

@@ -229,7 +229,7 @@ func TestTooLarge(t *testing.T) {
 	wantCode(t, err, messages.BundleTooLarge)
 }
 
-// TestValidation covers the refusals of DESIGN.md §4: unreadable format or
+// TestValidation covers the refusals of docs/bundle-format.md: unreadable format or
 // kind is format_unsupported, anything else malformed is bundle_corrupt.
 func TestValidation(t *testing.T) {
 	base := string(readFile(t, "workflow.canonical.json"))

@@ -85,7 +85,7 @@ type decodedInput struct {
 	close    func()
 }
 
-// newZstdDecoder returns the bounded decoder of DESIGN.md §4: concurrency 1,
+// newZstdDecoder returns the bounded decoder of docs/bundle-format.md: concurrency 1,
 // memory capped at the limit, frame checksums checked (the default). The
 // caller still wraps its output in a limit.
 func newZstdDecoder(r io.Reader, limit int64) (*zstd.Decoder, error) {

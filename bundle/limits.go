@@ -1,6 +1,6 @@
 package bundle
 
-// Limits of DESIGN.md §4.
+// Limits of docs/bundle-format.md.
 const (
 	// MaxCanonicalSize is the largest canonical bundle accepted at save and
 	// import, and the most a stored blob may decompress to.

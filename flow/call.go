@@ -13,7 +13,7 @@ import (
 // CallKind is the kind of a call, the first half of its identity kind:key.
 type CallKind string
 
-// The call kinds of DESIGN.md §6.
+// The call kinds of flow/README.md.
 const (
 	// KindStep is a step; key "<name>:<n>", or "child:<n>", "sigsend:<n>",
 	// "gather:<id>" for child runs, signal sends and gathers.

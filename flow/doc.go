@@ -5,7 +5,7 @@
 // RegisterAgent) with their registration (steps and tools) and input defaults;
 // the typed calls a target makes (Step, Model, CallTool, Sleep, Now, Random,
 // ReceiveSignal, SendSignal, Interrupt, ReadStream, Child, Gather); call
-// identities, fingerprints and effects (DESIGN.md §6); the journal events a run
+// identities, fingerprints and effects (flow/README.md); the journal events a run
 // writes (Event); resuming a run from its own journal and detecting a resumed
 // run that makes different calls (replay_input_changed); and the seam a higher
 // layer uses to decide how each call is resolved (Resolver).

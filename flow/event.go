@@ -14,7 +14,7 @@ import (
 // EventKind is the kind of a journal event.
 type EventKind string
 
-// The event kinds of DESIGN.md §6. The runtime writes run:start, call:start,
+// The event kinds of flow/README.md. The runtime writes run:start, call:start,
 // call:done and the terminal kinds; run:submitted, case:call and case:outcome
 // are written by other layers and kept as they are (Event.Extra).
 const (

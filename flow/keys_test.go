@@ -135,7 +135,7 @@ func registerAgentAll(t *testing.T, reg *flow.Registry) {
 }
 
 // TestKeysEffects checks every call kind's key, effect and allow-write token
-// against DESIGN.md §6.
+// against flow/README.md.
 func TestKeysEffects(t *testing.T) {
 	t.Parallel()
 	calls := &callLog{}

@@ -11,7 +11,7 @@ import (
 )
 
 // Resolver decides how each new call of a run is resolved: the seam through
-// which a higher layer (the case-run engine of DESIGN.md §8) runs the ladder
+// which a higher layer (the case-run engine of docs/cli.md, "case run") runs the ladder
 // of reuse, supplied answer, live, or stop. The runtime consults it for every
 // call that its own journal has not finished: a new call, or a call that was
 // started but not done when the run stopped. Calls the run's journal already
@@ -125,7 +125,7 @@ type LiveResolver struct{}
 func (LiveResolver) Resolve(context.Context, Call) (Resolution, error) { return Live(), nil }
 
 // ValidateAnswer checks that an answer (a recorded or supplied result) has
-// the shape DESIGN.md §6 and the seed require for the call's kind:
+// the shape flow/README.md and the seed require for the call's kind:
 // model answers are a string or {"role": "assistant", "content": [...]};
 // signal answers are objects with "payload"; interrupt answers are
 // {"action": string, "value": ...}; now answers are RFC 3339 strings;

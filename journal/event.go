@@ -9,7 +9,7 @@ import (
 	"github.com/pyrula/caseworker/journal/internal/wire"
 )
 
-// Event kinds of DESIGN.md §6. A journal stores any non-empty kind; these are
+// Event kinds of flow/README.md. A journal stores any non-empty kind; these are
 // the ones the runtime, the capture and the CLI write and read.
 const (
 	// KindRunSubmitted is the first event of every run (run_seq 1), written
@@ -68,7 +68,7 @@ const TimeLayout = wire.TimeLayout
 
 // Event is one journal event. On the wire (Valkey stream entries, the
 // archive, bundles, `pyrula events`) it is one JSON object: the members
-// run_seq, kind and at merged with Fields, in canonical form (DESIGN.md §4:
+// run_seq, kind and at merged with Fields, in canonical form (docs/bundle-format.md:
 // names sorted, no whitespace), which JSON returns.
 //
 // Events read from a journal hold canonical field values, so JSON returns
@@ -167,7 +167,7 @@ type Call struct {
 	// Kind is the call kind: step, model, tool, sleep, now, random, signal,
 	// interrupt, stream.
 	Kind string `json:"kind"`
-	// Key identifies the call among those of its kind (DESIGN.md §6).
+	// Key identifies the call among those of its kind (flow/README.md).
 	Key string `json:"key"`
 	// Fingerprint is the lowercase hex SHA-256 of the canonical JSON of the
 	// call's input.

@@ -14,7 +14,7 @@ import (
 
 // Code is a reason code: a stable, machine-readable name for why something was
 // refused or why a run stopped. The values are the product page's reason codes
-// (plus bundle_too_large, an extension of DESIGN.md §4).
+// (plus bundle_too_large, an extension of docs/bundle-format.md).
 type Code string
 
 // The reason codes. Each one's exit status is given by Code.ExitStatus.

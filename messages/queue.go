@@ -2,7 +2,7 @@ package messages
 
 import "encoding/json"
 
-// MessageType names what a queue message asks the worker to do (DESIGN.md §9).
+// MessageType names what a queue message asks the worker to do (docs/worker.md).
 type MessageType string
 
 // The message types of the worker protocol.

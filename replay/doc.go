@@ -1,4 +1,4 @@
-// Package replay is the case-run engine of DESIGN.md §8: it starts a new run
+// Package replay is the case-run engine of docs/cli.md, "case run": it starts a new run
 // of a registered target from a saved case (a bundle), verifies that the
 // target consumes the recorded prefix, resolves every later call down the
 // ladder (reused, simulated, live / changed, or a stop with a reason code),

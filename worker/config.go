@@ -19,7 +19,7 @@ import (
 const EnvPrefix = "PYRULA"
 
 // Config is the worker's configuration: one variable per field, named
-// PYRULA_<envconfig tag>, read by LoadConfig (DESIGN.md §10). Zero values
+// PYRULA_<envconfig tag>, read by LoadConfig (docs/worker.md, "Configuration"). Zero values
 // of optional fields mean their defaults (Defaults fills them in).
 type Config struct {
 	// FixtureStore is PYRULA_FIXTURE_STORE: the fixture store URL, resolved

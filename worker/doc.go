@@ -1,4 +1,4 @@
-// Package worker is the queue consumer of the case worker (DESIGN.md §9): it
+// Package worker is the queue consumer of the case worker (docs/worker.md): it
 // reads messages from a Valkey stream with a consumer group, dispatches them
 // (save_case, delete_case_bundle; run_case and start_run are answered
 // "not supported yet"), publishes one reply per message to its reply_to

@@ -1,7 +1,7 @@
 // Package canonjson writes canonical JSON: byte-for-byte what Python's
 // json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 // writes for the value json.loads reads from the same text, with the rules
-// and refusals of DESIGN.md §4. It is the basis of bundle hashes and call
+// and refusals of docs/bundle-format.md. It is the basis of bundle hashes and call
 // fingerprints. It imports nothing of the project.
 //
 // The rules, in short: object keys sorted by code point, no whitespace;

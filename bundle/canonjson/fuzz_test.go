@@ -41,7 +41,7 @@ func FuzzCanonicalize(f *testing.F) {
 			t.Fatalf("Canonicalize modified its input")
 		}
 		want, wantOK := refCanonical(in)
-		// A leading byte-order mark: DESIGN.md §4 says it is skipped on an
+		// A leading byte-order mark: docs/bundle-format.md says it is skipped on an
 		// imported file, which may or may not happen at this level. Accept
 		// either a refusal or the canonical form of the rest.
 		bom := bytes.HasPrefix(in, []byte("\xef\xbb\xbf"))
@@ -115,7 +115,7 @@ func TestReferenceTables(t *testing.T) {
 	}
 }
 
-// refCanonical is a slow reference implementation of DESIGN.md §4 built
+// refCanonical is a slow reference implementation of docs/bundle-format.md built
 // from encoding/json (syntax, string unescaping), unicode/utf8 and strconv
 // (correctly rounded parsing, shortest formatting). ok is false when the
 // input must be refused.

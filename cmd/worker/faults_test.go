@@ -1,6 +1,6 @@
 package main_test
 
-// Process-level fault tests (issue 5): real worker processes, real Redis
+// Process-level fault tests: real worker processes, real Redis
 // and PostgreSQL. Each one asserts that every message gets its reply (all
 // replies of a message id identical; exactly one where nothing crashed),
 // that every submitted run reaches exactly one terminal event, and that no

@@ -236,7 +236,7 @@ func TestBadValueStopsStartUp(t *testing.T) {
 // used: it exits non-zero (Kubernetes restarts the pod) with a last line
 // naming PYRULA_VALKEY_URL and without the URL's password. The HTTP
 // listener is opened before Valkey is tried, so its "listening" log line
-// comes first (observed; see the report on issue 5).
+// comes first (observed).
 func TestValkeyURLProblems(t *testing.T) {
 	cases := []struct{ name, url string }{
 		{"unreachable", "redis://user:s3cret@127.0.0.1:" + closedPort(t) + "/0"},

@@ -19,7 +19,7 @@ import (
 
 // BenchmarkSave10kCalls: `case save` of a finished run of 10,000 calls from
 // local Valkey — read the run, capture it at its last event, canonicalise,
-// hash, compress and write it to a file store. DESIGN.md §13: ≤ 0.5 s.
+// hash, compress and write it to a file store. docs/performance.md: ≤ 0.5 s.
 //
 //	PYRULA_TEST_VALKEY_URL=redis://127.0.0.1:6379/0 go test -run '^$' -bench Save10k ./journal/capture/
 func BenchmarkSave10kCalls(b *testing.B) {

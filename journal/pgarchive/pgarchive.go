@@ -1,5 +1,4 @@
-// Package pgarchive is the PostgreSQL archive of finished runs (DESIGN.md
-// §7): the journal.Archive that a live journal writes a run to when it
+// Package pgarchive is the PostgreSQL archive of finished runs (docs/runtime.md): the journal.Archive that a live journal writes a run to when it
 // finishes, before the run's Valkey keys may expire, and that reads fall back
 // to afterwards. It also owns the schema "archive": its migrations are
 // embedded SQL files (migrations/NNNN_name.sql) applied by Migrate, which

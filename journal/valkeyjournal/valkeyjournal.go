@@ -1,5 +1,5 @@
 // Package valkeyjournal keeps run journals in Valkey (or Redis 7), the live
-// tier of DESIGN.md §7. A run is three keys sharing the hash tag {run_id}:
+// tier of docs/runtime.md. A run is three keys sharing the hash tag {run_id}:
 //
 //	<ns>:{<run_id>}:meta     hash: run_id, namespace, target_name, code_version,
 //	                         inputs, status, last_seq, lease_owner, lease_epoch,

@@ -26,7 +26,7 @@ import (
 	"github.com/pyrula/caseworker/store/storetest"
 )
 
-// BenchmarkBackends (issue 6) measures put and get throughput (MB/s of
+// BenchmarkBackends measures put and get throughput (MB/s of
 // stored blob bytes, b.SetBytes) of 1 MiB and 64 MiB bundles on every
 // backend in one run, each opened through resolve.Open from its URL:
 //

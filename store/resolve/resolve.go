@@ -1,5 +1,5 @@
 // Package resolve picks a fixture store backend from a URL, in one place, and
-// owns the resolution order of DESIGN.md §5: --fixture-store, then
+// owns the resolution order of docs/stores.md: --fixture-store, then
 // PYRULA_FIXTURE_STORE, then PYRULA_POSTGRES_DSN, else no_fixture_store.
 //
 // URLs are parsed and normalised by store.ParseURL; this package only maps
