@@ -166,19 +166,7 @@ type app struct {
 // registry builds the binary's registry: Registry (or a new one), then
 // Register, then Check.
 func (o Options) registry() (*flow.Registry, error) {
-	reg := o.Registry
-	if reg == nil {
-		reg = flow.NewRegistry()
-	}
-	if o.Register != nil {
-		if err := o.Register(reg); err != nil {
-			return nil, fmt.Errorf("register targets: %w", err)
-		}
-	}
-	if err := reg.Check(); err != nil {
-		return nil, fmt.Errorf("register targets: %w", err)
-	}
-	return reg, nil
+	return flow.Build(o.Registry, o.Register)
 }
 
 // name is the program name.

@@ -79,19 +79,7 @@ func (o Options) name() string {
 
 // registry is the checked registry of the binary's targets.
 func (o Options) registry() (*flow.Registry, error) {
-	reg := o.Registry
-	if reg == nil {
-		reg = flow.NewRegistry()
-	}
-	if o.Register != nil {
-		if err := o.Register(reg); err != nil {
-			return nil, fmt.Errorf("register targets: %w", err)
-		}
-	}
-	if err := reg.Check(); err != nil {
-		return nil, fmt.Errorf("register targets: %w", err)
-	}
-	return reg, nil
+	return flow.Build(o.Registry, o.Register)
 }
 
 func (o Options) run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -376,6 +376,25 @@ func (r *Registry) Targets() []TargetInfo {
 	return out
 }
 
+// Build returns the registry a binary serves: reg (a new registry when
+// nil) with what register adds to it, checked (Check). Its error, prefixed
+// "register targets: ", names the target; the daemon and the CLI print it
+// as their one error line at start-up.
+func Build(reg *Registry, register func(*Registry) error) (*Registry, error) {
+	if reg == nil {
+		reg = NewRegistry()
+	}
+	if register != nil {
+		if err := register(reg); err != nil {
+			return nil, fmt.Errorf("register targets: %w", err)
+		}
+	}
+	if err := reg.Check(); err != nil {
+		return nil, fmt.Errorf("register targets: %w", err)
+	}
+	return reg, nil
+}
+
 // ReservedModelClients are the names of the built-in provider clients
 // (package llm): RegisterModelClient refuses them.
 var ReservedModelClients = []string{"anthropic", "openai"}
