@@ -3,13 +3,11 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
@@ -127,19 +125,7 @@ func TestStartRun(t *testing.T) {
 // saveRecorded imports the recorded checkout case into st.
 func saveRecorded(t *testing.T, st store.Store) string {
 	t.Helper()
-	f, err := os.Open("../testdata/cases/checkout-recorded.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	c, err := bundle.Read(f, bundle.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Save(context.Background(), st, c); err != nil {
-		t.Fatal(err)
-	}
-	return string(c.Hash())
+	return saveSample(t, st, "checkout-recorded.json")
 }
 
 func TestRunCaseFromBundle(t *testing.T) {
@@ -267,18 +253,7 @@ func TestRunResumedAfterWorkerDied(t *testing.T) {
 func TestRunCaseLLMRef(t *testing.T) {
 	t.Parallel()
 	st := memstore.New(memstore.Options{})
-	f, err := os.Open("../testdata/cases/support-agent-recorded.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := bundle.Read(f, bundle.Options{})
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Save(context.Background(), st, c); err != nil {
-		t.Fatal(err)
-	}
+	hash := saveSample(t, st, "support-agent-recorded.json")
 	var calls atomic.Int64
 	answer := flow.ModelClientFunc(func(ctx context.Context, req flow.ModelRequest) (flow.ModelResponse, error) {
 		calls.Add(1)
@@ -288,7 +263,7 @@ func TestRunCaseLLMRef(t *testing.T) {
 	e := setupRegistered(t, st, func(cfg *worker.Config) { cfg.LLMRef = "scripted" }, func(reg *flow.Registry) error {
 		return reg.RegisterModelClient("scripted", answer)
 	})
-	source := map[string]any{"bundle": map[string]any{"fixture_hash": string(c.Hash())}}
+	source := map[string]any{"bundle": map[string]any{"fixture_hash": hash}}
 	options := map[string]any{"model": "local-support-2", "from_start": true, "allow_write": []string{"tool:refund"}}
 	e.send("m1", "run_case", map[string]any{"target_name": "support_agent", "source": source, "options": options})
 	e.send("m2", "run_case", map[string]any{"target_name": "support_agent", "source": source,

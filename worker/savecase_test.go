@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"math"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -26,18 +25,7 @@ import (
 func TestCasePricesNotSaved(t *testing.T) {
 	t.Parallel()
 	st := memstore.New(memstore.Options{})
-	f, err := os.Open("../testdata/cases/support-agent-recorded.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := bundle.Read(f, bundle.Options{})
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Save(context.Background(), st, c); err != nil {
-		t.Fatal(err)
-	}
+	hash := saveSample(t, st, "support-agent-recorded.json")
 	var calls atomic.Int64
 	answer := flow.ModelClientFunc(func(ctx context.Context, req flow.ModelRequest) (flow.ModelResponse, error) {
 		calls.Add(1)
@@ -53,7 +41,7 @@ func TestCasePricesNotSaved(t *testing.T) {
 		"local-support-2":    map[string]any{"input_per_mtok": 4321.5, "output_per_mtok": 8765.25},
 		"price-only-model-x": map[string]any{"input_per_mtok": 1111.5, "output_per_mtok": 2222.25},
 	}
-	source := map[string]any{"bundle": map[string]any{"fixture_hash": string(c.Hash())}}
+	source := map[string]any{"bundle": map[string]any{"fixture_hash": hash}}
 	options := func(withPrices bool) map[string]any {
 		o := map[string]any{"model": "local-support-2", "from_start": true, "allow_write": []string{"tool:refund"}, "max_cost_usd": 1000}
 		if withPrices {
