@@ -116,7 +116,21 @@ func (s *streamStats) Collect(ch chan<- prometheus.Metric) {
 			c.B().Xpending().Key(st.key).Group(st.group).Build())
 	}
 	cmds = append(cmds, c.B().Time().Build())
-	res := c.DoMulti(ctx, cmds...)
+	// The client may hold a pipelined request past its context when the
+	// connection is stuck behind another command; the scrape does not wait
+	// for it beyond streamStatsTimeout.
+	done := make(chan []valkey.ValkeyResult, 1)
+	go func() { done <- c.DoMulti(ctx, cmds...) }()
+	var res []valkey.ValkeyResult
+	select {
+	case res = <-done:
+	case <-ctx.Done():
+		for _, st := range src.streams {
+			s.errors.WithLabelValues(st.label).Inc()
+			s.note(src.log, st, fmt.Errorf("XINFO GROUPS: %w", ctx.Err()))
+		}
+		return
+	}
 	now, err := serverTime(res[len(res)-1])
 	if err != nil {
 		now = time.Now() // the ages are then measured against this host's clock
