@@ -245,6 +245,23 @@ func TestRunResumedAfterWorkerDied(t *testing.T) {
 	eventually(t, 10*time.Second, func() bool { return e.runsPending() == 0 })
 }
 
+// setupScripted is setup with a model client registered as "scripted" and
+// named by PYRULA_LLM_REF: it answers every call "done" with usage 10 in,
+// 2 out, and counts the calls it answered.
+func setupScripted(t *testing.T, st store.Store) (*env, *atomic.Int64) {
+	t.Helper()
+	calls := new(atomic.Int64)
+	answer := flow.ModelClientFunc(func(ctx context.Context, req flow.ModelRequest) (flow.ModelResponse, error) {
+		calls.Add(1)
+		return flow.ModelResponse{Role: "assistant", Content: []flow.Block{flow.TextBlock("done")},
+			Usage: &flow.Usage{InputTokens: 10, OutputTokens: 2}}, nil
+	})
+	e := setupRegistered(t, st, func(cfg *worker.Config) { cfg.LLMRef = "scripted" }, func(reg *flow.Registry) error {
+		return reg.RegisterModelClient("scripted", answer)
+	})
+	return e, calls
+}
+
 // TestRunCaseLLMRef checks llm_ref: a client the binary registered answers
 // the live model calls of a case run (named by the message, else by
 // PYRULA_LLM_REF), the case:outcome names it, and a name that names no
@@ -254,15 +271,7 @@ func TestRunCaseLLMRef(t *testing.T) {
 	t.Parallel()
 	st := memstore.New(memstore.Options{})
 	hash := saveSample(t, st, "support-agent-recorded.json")
-	var calls atomic.Int64
-	answer := flow.ModelClientFunc(func(ctx context.Context, req flow.ModelRequest) (flow.ModelResponse, error) {
-		calls.Add(1)
-		return flow.ModelResponse{Role: "assistant", Content: []flow.Block{flow.TextBlock("done")},
-			Usage: &flow.Usage{InputTokens: 10, OutputTokens: 2}}, nil
-	})
-	e := setupRegistered(t, st, func(cfg *worker.Config) { cfg.LLMRef = "scripted" }, func(reg *flow.Registry) error {
-		return reg.RegisterModelClient("scripted", answer)
-	})
+	e, calls := setupScripted(t, st)
 	source := map[string]any{"bundle": map[string]any{"fixture_hash": hash}}
 	options := map[string]any{"model": "local-support-2", "from_start": true, "allow_write": []string{"tool:refund"}}
 	e.send("m1", "run_case", map[string]any{"target_name": "support_agent", "source": source, "options": options})

@@ -6,16 +6,13 @@ import (
 	"io"
 	"math"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/pyrula/caseworker/bundle"
-	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/store"
 	"github.com/pyrula/caseworker/store/memstore"
-	"github.com/pyrula/caseworker/worker"
 )
 
 // TestCasePricesNotSaved: a run_case whose options carry prices runs with
@@ -26,15 +23,7 @@ func TestCasePricesNotSaved(t *testing.T) {
 	t.Parallel()
 	st := memstore.New(memstore.Options{})
 	hash := saveSample(t, st, "support-agent-recorded.json")
-	var calls atomic.Int64
-	answer := flow.ModelClientFunc(func(ctx context.Context, req flow.ModelRequest) (flow.ModelResponse, error) {
-		calls.Add(1)
-		return flow.ModelResponse{Role: "assistant", Content: []flow.Block{flow.TextBlock("done")},
-			Usage: &flow.Usage{InputTokens: 10, OutputTokens: 2}}, nil
-	})
-	e := setupRegistered(t, st, func(cfg *worker.Config) { cfg.LLMRef = "scripted" }, func(reg *flow.Registry) error {
-		return reg.RegisterModelClient("scripted", answer)
-	})
+	e, calls := setupScripted(t, st)
 	// local-support-2 has no default price: only the prices option prices
 	// it. price-only-model-x is named nowhere but in the prices.
 	prices := map[string]any{
