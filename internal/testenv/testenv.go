@@ -20,6 +20,9 @@ import (
 const (
 	// EnvValkeyURL holds a Valkey/Redis URL such as redis://127.0.0.1:6379/0.
 	EnvValkeyURL = "PYRULA_TEST_VALKEY_URL"
+	// EnvValkeyClusterURL holds the URL of a Valkey/Redis Cluster: every
+	// master's address, as redis://127.0.0.1:7001?addr=127.0.0.1:7002&addr=127.0.0.1:7003.
+	EnvValkeyClusterURL = "PYRULA_TEST_VALKEY_CLUSTER_URL"
 	// EnvPostgresDSN holds a PostgreSQL URL such as
 	// postgres://postgres@127.0.0.1:5432/test?sslmode=disable.
 	EnvPostgresDSN = "PYRULA_TEST_POSTGRES_DSN"
@@ -75,6 +78,13 @@ func truthy(v string) bool {
 func ValkeyURL(t testing.TB) string {
 	t.Helper()
 	return need(t, "a Valkey server", EnvValkeyURL)[0]
+}
+
+// ValkeyClusterURL returns the Valkey Cluster URL from EnvValkeyClusterURL,
+// or skips (fails when Required) when it is unset.
+func ValkeyClusterURL(t testing.TB) string {
+	t.Helper()
+	return need(t, "a Valkey Cluster", EnvValkeyClusterURL)[0]
 }
 
 // PostgresDSN returns the PostgreSQL DSN from EnvPostgresDSN, or skips (fails
