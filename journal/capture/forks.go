@@ -54,11 +54,14 @@ func ForkPoints(r *journal.Run) []ForkPoint {
 			}
 		}
 		var why []string
+		still := order[:0] // keeps order to the open calls: linear, not quadratic, in the run's length
 		for _, id := range order {
 			if seq, ok := open[id]; ok {
+				still = append(still, id)
 				why = append(why, fmt.Sprintf("%s was in flight at run_seq %d (started at run_seq %d)", id, e.RunSeq, seq))
 			}
 		}
+		order = still
 		why = append(why, noResult...)
 		if len(why) == 0 {
 			fp.Valid = true
