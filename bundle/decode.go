@@ -5,9 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 
-	"github.com/go-json-experiment/json/jsontext"
+	"github.com/pyrula/caseworker/bundle/canonjson"
 )
 
 // errUnexpected makes Decode fall back to encoding/json, whose answer for an
@@ -15,152 +14,185 @@ import (
 var errUnexpected = errors.New("bundle: unexpected shape")
 
 // decodeCanonical decodes canonical bundle bytes into b. It gives what
-// json.Unmarshal gives (the differential test holds it to that) at about
-// half the cost: canonical bytes have a known layout, so the history and
-// the results are sliced out of one copy of the input instead of being
-// decoded value by value through reflection. Only the small manifest goes
-// through encoding/json. Any error, and any key it does not expect, sends
-// the caller back to json.Unmarshal, so errors and odd shapes behave
-// exactly as before.
+// json.Unmarshal gives (the differential test holds it to that) at a
+// fraction of the cost: canonical bytes have a known layout, so a
+// canonjson.Scanner checks them in one pass and the history and the
+// results are sliced out of src instead of being decoded value by value
+// through reflection. Only the small manifest goes through encoding/json.
+// The raw values alias src. Any error, any key it does not expect and any
+// text that is not canonical send the caller back to json.Unmarshal, so
+// errors and odd shapes behave exactly as before.
 func decodeCanonical(src []byte, b *Bundle) error {
-	// One copy that the raw values alias, as json.Unmarshal's copies would
-	// not alias the Canonical's bytes.
-	buf := append([]byte(nil), src...)
-	dec := jsontext.NewDecoder(bytes.NewReader(buf))
-	raw := func() (json.RawMessage, error) {
-		v, err := dec.ReadValue()
-		if err != nil {
-			return nil, err
+	s := canonjson.NewScanner(src)
+	if !s.Skip(`{"history":[`) {
+		return errUnexpected
+	}
+	b.History = []json.RawMessage{}
+	for i := 0; s.Peek() != ']'; i++ {
+		if i > 0 && !s.Skip(",") {
+			return errUnexpected
 		}
-		// ReadValue returns the value's bytes verbatim; they end at the
-		// input offset.
-		end := int(dec.InputOffset())
-		start := end - len(v)
-		return json.RawMessage(buf[start:end:end]), nil
-	}
-	if err := expect(dec, '{'); err != nil {
-		return err
-	}
-	for dec.PeekKind() != '}' {
-		name, err := dec.ReadValue()
+		v, err := s.Value()
 		if err != nil {
 			return err
 		}
-		switch string(name) { // quoted as in the input; an escaped name falls back
-		case `"history"`:
-			if b.History, err = decodeArray(dec, b.History, raw); err != nil {
-				return fmt.Errorf("history: %w", err)
-			}
-		case `"manifest"`:
-			v, err := raw()
-			if err != nil {
-				return fmt.Errorf("manifest: %w", err)
-			}
-			if err := json.Unmarshal(v, &b.Manifest); err != nil {
-				return fmt.Errorf("manifest: %w", err)
-			}
-		case `"results"`:
-			if b.Results, err = decodeArray(dec, b.Results, func() (Result, error) { return decodeResult(dec, raw) }); err != nil {
-				return fmt.Errorf("results: %w", err)
-			}
+		b.History = append(b.History, json.RawMessage(v[:len(v):len(v)]))
+	}
+	if !s.Skip(`],"manifest":`) {
+		return errUnexpected
+	}
+	v, err := s.Value()
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(v, &b.Manifest); err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	if !s.Skip(`,"results":[`) {
+		return errUnexpected
+	}
+	b.Results = []Result{}
+	var r Result
+	visit := func(name, value []byte) error {
+		switch string(name) {
+		case "key":
+			return decodeString(value, &r.Key)
+		case "kind":
+			return decodeString(value, &r.Kind)
+		case "fingerprint":
+			return decodeString(value, &r.Fingerprint)
+		case "result":
+			r.Result = json.RawMessage(value[:len(value):len(value)])
+		case "error":
+			r.Error = json.RawMessage(value[:len(value):len(value)])
 		default:
 			return errUnexpected
 		}
+		return nil
 	}
-	if err := expect(dec, '}'); err != nil {
-		return err
+	for i := 0; s.Peek() != ']'; i++ {
+		if (i > 0 && !s.Skip(",")) || s.Peek() != '{' {
+			return errUnexpected
+		}
+		r = Result{}
+		if _, err := s.Object(visit); err != nil {
+			return err
+		}
+		b.Results = append(b.Results, r)
 	}
-	if _, err := dec.ReadToken(); err != io.EOF {
-		return errUnexpected // data after the top-level value
+	if !s.Skip("]}") || s.Pos() != len(src) {
+		return errUnexpected
 	}
 	return nil
 }
 
-// decodeArray decodes a JSON array (or null, which leaves dst as it is)
-// with one call of elem per element.
-func decodeArray[T any](dec *jsontext.Decoder, dst []T, elem func() (T, error)) ([]T, error) {
-	if dec.PeekKind() == 'n' {
-		_, err := dec.ReadToken()
-		return dst, err
-	}
-	if err := expect(dec, '['); err != nil {
-		return nil, err
-	}
-	dst = dst[:0]
-	if dst == nil {
-		dst = []T{}
-	}
-	for dec.PeekKind() != ']' {
-		v, err := elem()
-		if err != nil {
-			return nil, err
-		}
-		dst = append(dst, v)
-	}
-	return dst, expect(dec, ']')
-}
-
-// decodeResult decodes one entry of results.
-func decodeResult(dec *jsontext.Decoder, raw func() (json.RawMessage, error)) (Result, error) {
-	var r Result
-	if dec.PeekKind() == 'n' {
-		_, err := dec.ReadToken()
-		return r, err
-	}
-	if err := expect(dec, '{'); err != nil {
-		return r, err
-	}
-	for dec.PeekKind() != '}' {
-		name, err := dec.ReadValue()
-		if err != nil {
-			return r, err
-		}
-		switch string(name) { // quoted as in the input; an escaped name falls back
-		case `"key"`:
-			err = decodeString(dec, &r.Key)
-		case `"kind"`:
-			err = decodeString(dec, &r.Kind)
-		case `"fingerprint"`:
-			err = decodeString(dec, &r.Fingerprint)
-		case `"result"`:
-			r.Result, err = raw()
-		case `"error"`:
-			r.Error, err = raw()
-		default:
-			err = errUnexpected
-		}
-		if err != nil {
-			return r, err
-		}
-	}
-	return r, expect(dec, '}')
-}
-
-// decodeString decodes a JSON string into dst; null leaves it unchanged,
-// as json.Unmarshal does.
-func decodeString(dec *jsontext.Decoder, dst *string) error {
-	tok, err := dec.ReadToken()
-	if err != nil {
-		return err
-	}
-	switch tok.Kind() {
-	case '"':
-		*dst = tok.String()
-	case 'n':
+// decodeString decodes a canonical JSON string value into dst; null
+// leaves it unchanged, as json.Unmarshal does.
+func decodeString(v []byte, dst *string) error {
+	switch {
+	case string(v) == "null":
+	case len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0:
+		*dst = string(v[1 : len(v)-1])
+	case len(v) >= 2 && v[0] == '"':
+		return json.Unmarshal(v, dst)
 	default:
-		return fmt.Errorf("want a string, got %v", tok.Kind())
+		return errUnexpected
 	}
 	return nil
 }
 
-// expect reads one token that must be the delimiter d.
-func expect(dec *jsontext.Decoder, d jsontext.Kind) error {
-	tok, err := dec.ReadToken()
-	if err != nil {
-		return err
+// decodeTrusted is decodeCanonical for bytes a Read produced, which are
+// canonical by construction: it finds where values end without checking
+// them again (a Scanner pass costs as much as the rest of Decode). Names
+// it does not expect, and anything not laid out as a Read lays it out,
+// return errUnexpected, and the caller falls back to decodeCanonical.
+// FuzzRead holds Decode to json.Unmarshal on what Read accepts.
+func decodeTrusted(src []byte, b *Bundle) error {
+	const head = `{"history":[`
+	if !bytes.HasPrefix(src, []byte(head)) {
+		return errUnexpected
 	}
-	if tok.Kind() != d {
-		return fmt.Errorf("want %v, got %v", d, tok.Kind())
+	i := len(head)
+	b.History = []json.RawMessage{}
+	for i < len(src) && src[i] != ']' {
+		if len(b.History) > 0 {
+			i++ // ','
+		}
+		j := skipValue(src, i)
+		if j < 0 {
+			return errUnexpected
+		}
+		b.History = append(b.History, json.RawMessage(src[i:j:j]))
+		i = j
+	}
+	const man = `],"manifest":`
+	if !bytes.HasPrefix(src[i:], []byte(man)) {
+		return errUnexpected
+	}
+	i += len(man)
+	j := skipValue(src, i)
+	if j < 0 {
+		return errUnexpected
+	}
+	if err := json.Unmarshal(src[i:j], &b.Manifest); err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	i = j
+	const res = `,"results":[`
+	if !bytes.HasPrefix(src[i:], []byte(res)) {
+		return errUnexpected
+	}
+	i += len(res)
+	b.Results = []Result{}
+	for i < len(src) && src[i] != ']' {
+		if len(b.Results) > 0 {
+			i++ // ','
+		}
+		var r Result
+		if i >= len(src) || src[i] != '{' {
+			return errUnexpected
+		}
+		i++
+		for i < len(src) && src[i] != '}' {
+			if src[i] == ',' {
+				i++
+			}
+			end := skipValue(src, i)
+			if end < 0 || end >= len(src) || src[end] != ':' {
+				return errUnexpected
+			}
+			name := src[i:end]
+			i = end + 1
+			end = skipValue(src, i)
+			if end < 0 {
+				return errUnexpected
+			}
+			v := src[i:end:end]
+			var err error
+			switch string(name) {
+			case `"key"`:
+				err = decodeString(v, &r.Key)
+			case `"kind"`:
+				err = decodeString(v, &r.Kind)
+			case `"fingerprint"`:
+				err = decodeString(v, &r.Fingerprint)
+			case `"result"`:
+				r.Result = json.RawMessage(v)
+			case `"error"`:
+				r.Error = json.RawMessage(v)
+			default:
+				err = errUnexpected
+			}
+			if err != nil {
+				return err
+			}
+			i = end
+		}
+		i++ // '}'
+		b.Results = append(b.Results, r)
+	}
+	if string(src[min(i, len(src)):]) != "]}" {
+		return errUnexpected
 	}
 	return nil
 }

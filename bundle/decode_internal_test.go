@@ -37,6 +37,12 @@ func TestDecodeCanonicalMatchesEncodingJSON(t *testing.T) {
 		if !decodeBoth(t, in) {
 			t.Errorf("%s: fast path refused a canonical bundle", name)
 		}
+		var trusted, ref Bundle
+		if err := decodeTrusted(in, &trusted); err != nil {
+			t.Errorf("%s: decodeTrusted refused a canonical bundle: %v", name, err)
+		} else if json.Unmarshal(in, &ref) != nil || !reflect.DeepEqual(trusted, ref) {
+			t.Errorf("%s: decodeTrusted differs from encoding/json", name)
+		}
 	}
 	for _, in := range []string{
 		`{"history":[],"manifest":{},"results":[]}`,

@@ -22,6 +22,10 @@ type Options struct {
 	// second goroutine while it reads when the input is in canonical order
 	// (saves and imports set it; WriteBlob and Blob then use that blob).
 	Compress bool
+
+	// general skips the fast path for canonical input (Encode's input is
+	// seldom canonical, and the fast path would hold a second copy of it).
+	general bool
 }
 
 // maxCanonical is the canonical size limit; it never passes 2 GiB, so that

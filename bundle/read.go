@@ -1,6 +1,7 @@
 package bundle
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"encoding/json"
@@ -108,7 +109,14 @@ func (c *Canonical) Bytes() []byte {
 // Decode returns the whole bundle in Go types (for show).
 func (c *Canonical) Decode() (*Bundle, error) {
 	var b Bundle
-	if decodeCanonical(c.Bytes(), &b) == nil {
+	// One copy that the raw values alias, as json.Unmarshal's copies would
+	// not alias the Canonical's bytes.
+	buf := c.Bytes()
+	if decodeTrusted(buf, &b) == nil {
+		return &b, nil
+	}
+	b = Bundle{}
+	if decodeCanonical(buf, &b) == nil {
 		return &b, nil
 	}
 	b = Bundle{}
@@ -189,7 +197,8 @@ func Encode(b *Bundle) (*Canonical, error) {
 		buf = append(buf, '}')
 	}
 	buf = append(buf, `]}`...)
-	return Read(bytes.NewReader(buf), Options{SizeHint: int64(len(buf)), Compress: true})
+	// The raw values are seldom canonical already: the general path at once.
+	return Read(bytes.NewReader(buf), Options{SizeHint: int64(len(buf)), Compress: true, general: true})
 }
 
 // Read reads a bundle in any accepted encoding (a zstd frame, a gzip stream or
@@ -200,6 +209,13 @@ func Encode(b *Bundle) (*Canonical, error) {
 // itself is returned wrapped, without a code.
 func Read(r io.Reader, opts Options) (*Canonical, error) {
 	length := lengthOf(r)
+	if !opts.general {
+		br := bufio.NewReaderSize(r, 64<<10)
+		if c, err, done := readWhole(br, length, opts); done {
+			return c, err
+		}
+		r = br
+	}
 	in, err := decodeInput(r, opts.maxInput())
 	if err != nil {
 		return nil, classify(err, opts)
@@ -436,19 +452,22 @@ func (r *reader) readManifest() error {
 	}
 	r.manStart = len(r.buf)
 	var err error
-	r.buf, err = r.dec.AppendObject(r.buf, func(name, value []byte) error {
-		if string(name) == "inputs" {
-			r.inputsSeen = true
-			r.inputsIsObject = value[0] == '{'
-			r.inputs = bytes.Clone(value)
-			return nil
-		}
-		r.manifest[string(name)] = bytes.Clone(value)
-		return nil
-	})
+	r.buf, err = r.dec.AppendObject(r.buf, r.manifestMember)
 	r.manEnd = len(r.buf)
 	r.stream(true)
 	return err
+}
+
+// manifestMember keeps one member of the manifest.
+func (r *reader) manifestMember(name, value []byte) error {
+	if string(name) == "inputs" {
+		r.inputsSeen = true
+		r.inputsIsObject = value[0] == '{'
+		r.inputs = bytes.Clone(value)
+		return nil
+	}
+	r.manifest[string(name)] = bytes.Clone(value)
+	return nil
 }
 
 // readArray reads the array under a top-level key, calling element for each
@@ -489,59 +508,89 @@ func (r *reader) wrongType(what, want string) error {
 }
 
 func (r *reader) readHistoryEvent() error {
-	e := historyEntry{}
-	var call callEvent
+	var v historyVisitor
 	start := len(r.buf)
 	var err error
-	r.buf, err = r.dec.AppendObject(r.buf, func(name, value []byte) error {
-		switch string(name) {
-		case "run_seq":
-			e.hasRunSeq = true
-			e.runSeq, e.runSeqErr = strconv.ParseInt(string(value), 10, 64)
-		case "kind":
-			e.hasKind = true
-			// Canonical, so each kind is written one way only.
-			switch string(value) {
-			case `"call:start"`:
-				call = callStart
-			case `"call:done"`:
-				call = callDone
-			}
-			kind, ok := stringValue(value)
-			e.kindOK = ok && kind != ""
-			e.terminal = terminalKinds[kind]
-		}
-		return nil
-	})
-	if err == nil && call != 0 {
-		r.calls = append(r.calls, historyCall{index: int32(len(r.history)), start: uint32(start), ev: call})
+	r.buf, err = r.dec.AppendObject(r.buf, v.member)
+	if err == nil {
+		r.addHistory(start, &v)
 	}
-	r.history = append(r.history, e)
 	return err
 }
 
+// historyVisitor collects what validation needs of one history event from
+// its members.
+type historyVisitor struct {
+	e    historyEntry
+	call callEvent
+}
+
+func (v *historyVisitor) member(name, value []byte) error {
+	switch string(name) {
+	case "run_seq":
+		v.e.hasRunSeq = true
+		v.e.runSeq, v.e.runSeqErr = strconv.ParseInt(string(value), 10, 64)
+	case "kind":
+		v.e.hasKind = true
+		// Canonical, so each kind is written one way only.
+		switch string(value) {
+		case `"call:start"`:
+			v.call = callStart
+		case `"call:done"`:
+			v.call = callDone
+		}
+		kind, ok := stringValue(value)
+		v.e.kindOK = ok && kind != ""
+		v.e.terminal = terminalKinds[kind]
+	}
+	return nil
+}
+
+// addHistory adds the event whose canonical bytes begin at start.
+func (r *reader) addHistory(start int, v *historyVisitor) {
+	if v.call != 0 {
+		r.calls = append(r.calls, historyCall{index: int32(len(r.history)), start: uint32(start), ev: v.call})
+	}
+	r.history = append(r.history, v.e)
+}
+
 func (r *reader) readResult() error {
-	var f resultFields
+	v := resultVisitor{r: r}
 	start := len(r.buf)
 	var err error
-	r.buf, err = r.dec.AppendObject(r.buf, func(name, value []byte) error {
-		switch string(name) {
-		case "kind":
-			f.kind, f.kindOK = r.internKind(value)
-		case "key":
-			f.key, f.keyOK = stringValue(value)
-		case "fingerprint":
-			f.fingerprintOK = len(value) == 66 && value[0] == '"' && ValidHash(string(value[1:65]))
-		case "result":
-			f.hasResult = true
-		case "error":
-			f.hasError = true
-		}
-		return nil
-	})
+	r.buf, err = r.dec.AppendObject(r.buf, v.member)
 	if err != nil {
 		return err
 	}
+	return r.addResult(start, len(r.buf), &v.f)
+}
+
+// resultVisitor collects what validation and sorting need of one result
+// from its members.
+type resultVisitor struct {
+	r *reader
+	f resultFields
+}
+
+func (v *resultVisitor) member(name, value []byte) error {
+	switch string(name) {
+	case "kind":
+		v.f.kind, v.f.kindOK = v.r.internKind(value)
+	case "key":
+		v.f.key, v.f.keyOK = stringValue(value)
+	case "fingerprint":
+		v.f.fingerprintOK = len(value) == 66 && value[0] == '"' && ValidHash(string(value[1:65]))
+	case "result":
+		v.f.hasResult = true
+	case "error":
+		v.f.hasError = true
+	}
+	return nil
+}
+
+// addResult validates the result whose canonical bytes are
+// buf[start:end] and adds it.
+func (r *reader) addResult(start, end int, f *resultFields) error {
 	i := len(r.results)
 	where := func() string { return fmt.Sprintf("results[%d]", i) }
 	switch {
@@ -554,7 +603,7 @@ func (r *reader) readResult() error {
 	case f.hasResult == f.hasError:
 		return corrupt(where()+": a result has exactly one of result and error", nil)
 	}
-	e := resultEntry{start: uint32(start), end: uint32(len(r.buf)), kind: f.kind, key: f.key}
+	e := resultEntry{start: uint32(start), end: uint32(end), kind: f.kind, key: f.key}
 	if i > 0 && compareResults(r.results[i-1], e) >= 0 {
 		r.resultsSorted = false
 		r.stopStream()

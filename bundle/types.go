@@ -45,6 +45,26 @@ type Registration struct {
 	Tools []Tool `json:"tools"`
 	// Steps lists step ids, so that --allow-write step:<id> can name them.
 	Steps []Step `json:"steps"`
+	// Volatile are the target's volatile-field rules; absent (nil) when it
+	// declares none.
+	Volatile *Volatile `json:"volatile,omitempty"`
+}
+
+// Volatile are the volatile-field rules of a target's calls, as recorded
+// when the run was saved: the parts of a call's input that do not count in
+// its fingerprint (package bundle/volatile has their syntax). A case run
+// verifies the recorded calls under these rules, not the code's.
+type Volatile struct {
+	// Steps are, by step name, the JSON paths of a step's input fields
+	// that do not count, sorted.
+	Steps map[string][]string `json:"steps,omitempty"`
+	// Tools are, by tool name, the JSON paths of a tool's input fields that
+	// do not count, sorted.
+	Tools map[string][]string `json:"tools,omitempty"`
+	// Prompt are an agent's regular expressions whose matches in the system
+	// prompt and the messages' text do not count in its model calls'
+	// fingerprints, in the order they apply.
+	Prompt []string `json:"prompt,omitempty"`
 }
 
 // Tool is one tool an agent offered.

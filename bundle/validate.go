@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/maphash"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/pyrula/caseworker/bundle/volatile"
 	"github.com/pyrula/caseworker/messages"
 )
 
@@ -76,6 +79,9 @@ func (r *reader) decodeManifest() (*Manifest, error) {
 	if m.TargetName == "" {
 		return nil, corrupt("manifest.target_name is empty", nil)
 	}
+	if err := checkRules(m.Registration); err != nil {
+		return nil, err
+	}
 	if m.ForkAfterSeq != nil && *m.ForkAfterSeq < 0 {
 		return nil, corrupt("manifest.fork_after_seq is negative", nil)
 	}
@@ -88,6 +94,29 @@ func (r *reader) decodeManifest() (*Manifest, error) {
 	}
 	m.RecordedConfig = json.RawMessage(rc)
 	return &m, nil
+}
+
+// checkRules checks the volatile-field rules a registration records, so
+// that replay never meets a rule it cannot apply.
+func checkRules(reg Registration) error {
+	v := reg.Volatile
+	if v == nil {
+		return nil
+	}
+	for _, group := range []struct {
+		name  string
+		rules map[string][]string
+	}{{"steps", v.Steps}, {"tools", v.Tools}} {
+		for _, name := range slices.Sorted(maps.Keys(group.rules)) {
+			if err := volatile.CheckFields(group.rules[name]); err != nil {
+				return corrupt(fmt.Sprintf("manifest.registration.volatile.%s[%q]", group.name, name), err)
+			}
+		}
+	}
+	if err := volatile.CheckPrompt(v.Prompt); err != nil {
+		return corrupt("manifest.registration.volatile.prompt", err)
+	}
+	return nil
 }
 
 // decodeStrict decodes a canonical value into dst, refusing type mismatches.

@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
@@ -18,10 +16,12 @@ import (
 func (a *app) caseCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "case",
-		Short: "Save, run, import, export, list, show, delete and garbage-collect saved cases",
+		Short: "Save, run, test, diff, compare, import, export, list, show, delete and garbage-collect saved cases",
 		Long: `Commands on saved cases in a fixture store: save captures a recorded run
-as a case, run runs one (from the store or from a bundle file), and import,
-export, list, show, delete and gc manage the stored bundles.
+as a case, run runs one (from the store or from a bundle file), test
+replays a suite of them (for CI), diff compares two, compare runs one on
+several models or prompts, and import, export, list, show, delete and gc
+manage the stored bundles.
 
 The store is --fixture-store, else PYRULA_FIXTURE_STORE, else
 PYRULA_POSTGRES_DSN; with none set every command that uses it refuses with
@@ -42,6 +42,9 @@ missing), "postgres://…" or "s3://bucket/prefix".`,
 		a.gcCmd(),
 		a.saveCmd(),
 		a.caseRunCmd(),
+		a.caseTestCmd(),
+		a.caseDiffCmd(),
+		a.caseCompareCmd(),
 	)
 	return c
 }
@@ -63,33 +66,6 @@ func (a *app) withStore(ctx context.Context, f func(store.Store) error) (err err
 		}
 	}()
 	return f(s)
-}
-
-// readVerified reads the bundle named h from s, verifying it, and returns it
-// in canonical form. A verification failure (bundle_corrupt) wins over any
-// other error that reading the bytes before the failure caused, so damaged
-// bytes are always reported as bundle_corrupt.
-func readVerified(ctx context.Context, s store.Store, h bundle.Hash) (*bundle.Canonical, error) {
-	rc, err := store.Get(ctx, s, h)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", h, err)
-	}
-	c, readErr := bundle.Read(rc, bundle.Options{})
-	// Verification ends at the end of the stream: read it to the end even
-	// when Read stopped early, and let its verdict win.
-	_, drainErr := io.Copy(io.Discard, rc)
-	closeErr := rc.Close()
-	if err := cmp.Or(drainErr, closeErr); err != nil {
-		return nil, fmt.Errorf("read %s: %w", h, err)
-	}
-	if readErr != nil {
-		return nil, fmt.Errorf("read %s: %w", h, readErr)
-	}
-	if c.Hash() != h {
-		return nil, fmt.Errorf("read %s: %w", h, messages.Errorf(messages.BundleCorrupt,
-			"stored bundle %s reads back as %s", h, c.Hash()))
-	}
-	return c, nil
 }
 
 // parseHash checks a fixture hash argument (invalid_fixture_hash).

@@ -71,7 +71,7 @@ bundle_corrupt.`,
 }
 
 func (a *app) export(ctx context.Context, s store.Store, h bundle.Hash, out, format string) error {
-	c, err := readVerified(ctx, s, h)
+	c, err := store.Load(ctx, s, h)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}

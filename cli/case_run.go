@@ -56,28 +56,78 @@ JSON lines for inspection.`,
 	c.RunE = a.run(func(ctx context.Context, args []string) error {
 		return a.caseRun(ctx, c, args[0], f)
 	})
+	f.addLadderFlags(c)
 	fl := c.Flags()
-	fl.StringVar(&f.target, "target", "", "the registered target to run (default the case's target_name)")
-	fl.StringArrayVar(&f.inputs, "input", nil, "change an input as KEY=JSON (repeatable)")
-	fl.BoolVar(&f.fromStart, "from-start", false, "rerun the whole recorded run through the ladder instead of verifying the prefix")
 	fl.BoolVar(&f.replayOnly, "replay-only", false, "no live rung: every non-pure call must be answered by the recording")
-	fl.StringVar(&f.supply, "supply", "", `supplied answers: a JSON file {"calls": {"<kind>:<key>": …}, "tools": {"<name>": …}}`)
-	fl.IntVar(&f.liveBudget, "live-budget", replay.DefaultLiveBudget, "the most non-pure calls that may run live")
-	fl.StringArrayVar(&f.allow, "allow-write", nil, "allow a write: tool:<name>, step:<name> or step:<id> (repeatable)")
-	fl.Float64Var(&f.maxCost, "max-cost-usd", 0, "the most live model calls may spend, in US dollars")
-	fl.StringVar(&f.prices, "prices", "", "a JSON file of model prices per million tokens, added to the default table")
 	fl.StringVar(&f.model, "model", "", "run the agent's model calls on this model")
 	fl.StringVar(&f.promptFile, "prompt-file", "", "run the agent's model calls with this file as system prompt")
 	fl.BoolVar(&f.values, "values", false, "include call values and the result in the output")
 	fl.StringVar(&f.runID, "run-id", "", "the new run's id (default a new case_<hex>)")
 	fl.StringVar(&f.events, "events", "", "also write the case run's own journal events to this file, as JSON lines")
-	fl.StringVar(&f.llmRef, "llm-ref", "", "the model client of live model calls: anthropic, openai, or one the binary registered")
 	fl.StringVar(&f.depsRef, "deps-ref", "", "not supported: dependencies are registered in the binary")
 	fl.StringVar(&f.appDir, "app-dir", "", "not supported: targets are registered in the binary")
 	for _, n := range []string{"deps-ref", "app-dir"} {
 		_ = fl.MarkHidden(n)
 	}
 	return c
+}
+
+// addLadderFlags registers the flags that case run and case compare share:
+// the target, inputs, the ladder's supplied answers, budget, tokens and
+// prices, and the model client.
+func (f *caseRunFlags) addLadderFlags(c *cobra.Command) {
+	fl := c.Flags()
+	fl.StringVar(&f.target, "target", "", "the registered target to run (default the case's target_name)")
+	fl.StringArrayVar(&f.inputs, "input", nil, "change an input as KEY=JSON (repeatable)")
+	fl.BoolVar(&f.fromStart, "from-start", false, "rerun the whole recorded run through the ladder instead of verifying the prefix")
+	fl.StringVar(&f.supply, "supply", "", `supplied answers: a JSON file {"calls": {"<kind>:<key>": …}, "tools": {"<name>": …}}`)
+	fl.IntVar(&f.liveBudget, "live-budget", replay.DefaultLiveBudget, "the most non-pure calls that may run live")
+	fl.StringArrayVar(&f.allow, "allow-write", nil, "allow a write: tool:<name>, step:<name> or step:<id> (repeatable)")
+	fl.Float64Var(&f.maxCost, "max-cost-usd", 0, "the most live model calls may spend, in US dollars")
+	fl.StringVar(&f.prices, "prices", "", "a JSON file of model prices per million tokens, added to the default table")
+	fl.StringVar(&f.llmRef, "llm-ref", "", "the model client of live model calls: anthropic, openai, or one the binary registered")
+}
+
+// ladderOptions sets o from the flags addLadderFlags registered (the
+// model client excepted); verb ("case run") starts its errors. --supply is
+// not read under o.ReplayOnly, which ignores it.
+func (f caseRunFlags) ladderOptions(c *cobra.Command, verb string, o *replay.Options) error {
+	o.FromStart, o.AllowWrite = f.fromStart, f.allow
+	var err error
+	if o.Inputs, err = parseInputs(f.inputs); err != nil {
+		return err
+	}
+	if f.liveBudget < 0 {
+		return fmt.Errorf("%s: --live-budget %d is negative", verb, f.liveBudget)
+	}
+	budget := f.liveBudget
+	o.LiveBudget = &budget
+	if c.Flags().Changed("max-cost-usd") {
+		if f.maxCost < 0 {
+			return fmt.Errorf("%s: --max-cost-usd %g is negative", verb, f.maxCost)
+		}
+		ceiling := f.maxCost
+		o.MaxCostUSD = &ceiling
+	}
+	if f.supply != "" && !o.ReplayOnly {
+		data, err := readLimited(f.supply, replay.MaxSupplyBytes)
+		if err != nil {
+			return fmt.Errorf("%s: --supply: %w", verb, err)
+		}
+		if o.Supply, err = replay.ParseSupply(data); err != nil {
+			return fmt.Errorf("%s: --supply %s: %w", verb, f.supply, err)
+		}
+	}
+	if f.prices != "" {
+		data, err := readLimited(f.prices, 1<<20)
+		if err != nil {
+			return fmt.Errorf("%s: --prices: %w", verb, err)
+		}
+		if o.Prices, err = replay.ParsePrices(data); err != nil {
+			return fmt.Errorf("%s: --prices %s: %w", verb, f.prices, err)
+		}
+	}
+	return nil
 }
 
 func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseRunFlags) error {
@@ -89,39 +139,11 @@ func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseR
 	memLog := flow.NewMemLog()
 	p := replay.Params{Registry: a.registry(), Log: memLog, Target: f.target, RunID: f.runID}
 	o := &p.Options
-	o.FromStart, o.ReplayOnly, o.Values, o.AllowWrite, o.Model = f.fromStart, f.replayOnly, f.values, f.allow, f.model
-	var err error
-	if o.Inputs, err = parseInputs(f.inputs); err != nil {
+	o.ReplayOnly, o.Values, o.Model = f.replayOnly, f.values, f.model
+	if err := f.ladderOptions(c, "case run", o); err != nil {
 		return err
 	}
-	if f.liveBudget < 0 {
-		return fmt.Errorf("case run: --live-budget %d is negative", f.liveBudget)
-	}
-	o.LiveBudget = &f.liveBudget
-	if c.Flags().Changed("max-cost-usd") {
-		if f.maxCost < 0 {
-			return fmt.Errorf("case run: --max-cost-usd %g is negative", f.maxCost)
-		}
-		o.MaxCostUSD = &f.maxCost
-	}
-	if f.supply != "" && !f.replayOnly {
-		data, err := readLimited(f.supply, replay.MaxSupplyBytes)
-		if err != nil {
-			return fmt.Errorf("case run: --supply: %w", err)
-		}
-		if o.Supply, err = replay.ParseSupply(data); err != nil {
-			return fmt.Errorf("case run: --supply %s: %w", f.supply, err)
-		}
-	}
-	if f.prices != "" {
-		data, err := readLimited(f.prices, 1<<20)
-		if err != nil {
-			return fmt.Errorf("case run: --prices: %w", err)
-		}
-		if o.Prices, err = replay.ParsePrices(data); err != nil {
-			return fmt.Errorf("case run: --prices %s: %w", f.prices, err)
-		}
-	}
+	var err error
 	if f.promptFile != "" {
 		data, err := os.ReadFile(f.promptFile)
 		if err != nil {
@@ -132,7 +154,7 @@ func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseR
 	if p.RunID == "" {
 		p.RunID = "case_" + strings.TrimPrefix(newRunID(), "run_")
 	}
-	cb, err := a.loadCase(ctx, arg)
+	cb, err := a.loadCase(ctx, "case run", arg)
 	if err != nil {
 		return err
 	}
@@ -207,22 +229,14 @@ func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseR
 }
 
 // loadCase reads CASE: a bundle file when the argument names one, else a
-// fixture hash read (verified) from the store.
-func (a *app) loadCase(ctx context.Context, arg string) (*bundle.Canonical, error) {
+// fixture hash read (verified) from the store. verb ("case run") starts its
+// errors.
+func (a *app) loadCase(ctx context.Context, verb, arg string) (*bundle.Canonical, error) {
 	if st, err := os.Stat(arg); err == nil && !st.IsDir() {
-		file, err := os.Open(arg)
-		if err != nil {
-			return nil, fmt.Errorf("case run: %w", err)
-		}
-		defer file.Close()
-		cb, err := bundle.Read(file, bundle.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("case run %s: %w", arg, err)
-		}
-		return cb, nil
+		return readBundleFile(verb, arg)
 	}
-	if strings.ContainsAny(arg, `/\`) || strings.HasSuffix(arg, ".case") || strings.HasSuffix(arg, ".json") {
-		return nil, fmt.Errorf("case run: no bundle file %s", arg)
+	if looksLikePath(arg) {
+		return nil, fmt.Errorf("%s: no bundle file %s", verb, arg)
 	}
 	h, err := parseHash(arg)
 	if err != nil {
@@ -230,10 +244,31 @@ func (a *app) loadCase(ctx context.Context, arg string) (*bundle.Canonical, erro
 	}
 	var cb *bundle.Canonical
 	err = a.withStore(ctx, func(s store.Store) error {
-		cb, err = readVerified(ctx, s, h)
+		cb, err = store.Load(ctx, s, h)
 		return err
 	})
 	return cb, err
+}
+
+// readBundleFile reads and verifies the bundle file path; verb ("case
+// run") starts its errors.
+func readBundleFile(verb, path string) (*bundle.Canonical, error) {
+	file, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", verb, err)
+	}
+	defer file.Close()
+	cb, err := bundle.Read(file, bundle.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", verb, path, err)
+	}
+	return cb, nil
+}
+
+// looksLikePath says that a CASE argument that names no file was meant as a
+// path, not a fixture hash.
+func looksLikePath(arg string) bool {
+	return strings.ContainsAny(arg, `/\`) || strings.HasSuffix(arg, ".case") || strings.HasSuffix(arg, ".json")
 }
 
 // agentOnly refuses --model and --prompt-file for a target that is not an

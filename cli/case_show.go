@@ -98,7 +98,7 @@ bundle_corrupt.`,
 }
 
 func (a *app) show(ctx context.Context, s store.Store, h bundle.Hash, values bool) error {
-	c, err := readVerified(ctx, s, h)
+	c, err := store.Load(ctx, s, h)
 	if err != nil {
 		return fmt.Errorf("show: %w", err)
 	}

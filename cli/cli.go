@@ -1,6 +1,6 @@
 // Package cli is the `pyrula` command tree: `pyrula case import|export|list|
-// show|delete|gc|save|run`, `run`, `targets`, `events`, `enqueue` and
-// `db migrate`. It is
+// show|delete|gc|save|run|test|diff|compare`, `run`, `targets`, `events`,
+// `enqueue` and `db migrate`. It is
 // a package rather than code in cmd/pyrula so that a user's own binary (which
 // registers its own targets) can offer the same commands by calling Main or
 // Options.Main.
@@ -77,7 +77,10 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 //     files) and operational errors print one "error: …" line on stderr, with
 //     URL passwords redacted, and return 1;
 //   - a started run that failed, was cancelled or suspended (run, dev,
-//     case run, enqueue) returns 3 after printing its output.
+//     case run, enqueue; a case of case test that did not pass, an arm of
+//     case compare that did not complete) returns 3 after printing its
+//     output;
+//   - case diff returns 4 when the two cases differ.
 func (o Options) Main(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
@@ -200,7 +203,9 @@ Outputs are JSON (one object, or JSON lines for lists). Exit status:
   1  invalid input or an operational error (one "error:" line on stderr)
   2  refused ({"code", "message"} on stdout)
   3  a started run that failed, was cancelled or suspended (run, dev,
-     case run, enqueue)`,
+     case run, enqueue; case test: a case that did not pass; case
+     compare: an arm that did not complete)
+  4  case diff: the two cases differ`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args:          groupArgs,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pyrula/caseworker/internal/testenv"
+	"github.com/pyrula/caseworker/internal/testwait"
 )
 
 // TestOneEncodingOfEvents checks that an event prints with the same bytes
@@ -37,17 +38,10 @@ func TestOneEncodingOfEvents(t *testing.T) {
 	checkCanonicalLines(t, "pyrula events", lines)
 	// Once the run's keys expired, the archive prints the same bytes.
 	client := testenv.ValkeyClient(t)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.Eventually(t, 20*time.Second, "the run's events key expired", func() bool {
 		n, err := client.Do(context.Background(), client.B().Exists().Key(e.ns+":{"+out.RunID+"}:events").Build()).AsInt64()
-		if err == nil && n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the run's events key did not expire (%v)", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil && n == 0
+	})
 	archived := e.run("events", out.RunID)
 	wantOK(t, archived)
 	if archived.stdout != ev.stdout {

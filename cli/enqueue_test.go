@@ -47,7 +47,13 @@ func (failingStore) Delete(context.Context, bundle.Hash) (bool, error) {
 
 func startWorkerWith(t *testing.T, st store.Store, mod func(*worker.Config)) *workerEnv {
 	t.Helper()
-	url := testenv.ValkeyURL(t)
+	return startWorkerAt(t, testenv.ValkeyURL(t), st, mod)
+}
+
+// startWorkerAt is startWorkerWith on the Valkey at url (the test Valkey or
+// the test Valkey Cluster).
+func startWorkerAt(t *testing.T, url string, st store.Store, mod func(*worker.Config)) *workerEnv {
+	t.Helper()
 	opt, err := valkey.ParseURL(url)
 	if err != nil {
 		t.Fatal(err)
@@ -82,13 +88,12 @@ func startWorkerWith(t *testing.T, st store.Store, mod func(*worker.Config)) *wo
 	return &workerEnv{t: t, c: c, ns: ns, env: []string{"PYRULA_VALKEY_URL=" + url, "PYRULA_NAMESPACE=" + ns}}
 }
 
-// cleanupNamespace deletes the keys of namespace ns when t ends.
+// cleanupNamespace deletes the keys of namespace ns when t ends (on every
+// node of a cluster).
 func cleanupNamespace(t *testing.T, c valkey.Client, ns string) {
 	t.Cleanup(func() {
-		ctx := context.Background()
-		keys, _ := c.Do(ctx, c.B().Keys().Pattern(ns+":*").Build()).AsStrSlice()
-		for _, k := range keys {
-			c.Do(ctx, c.B().Del().Key(k).Build())
+		if err := testenv.DeleteNamespace(context.Background(), c, ns); err != nil {
+			t.Logf("cleanup: %v", err)
 		}
 	})
 }

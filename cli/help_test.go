@@ -27,7 +27,7 @@ func TestHelpListsExitStatuses(t *testing.T) {
 // (its line in pyrula --help, its description) names save and run too.
 func TestCaseHelpListsEverySubcommand(t *testing.T) {
 	t.Parallel()
-	subs := []string{"delete", "export", "gc", "import", "list", "run", "save", "show"}
+	subs := []string{"compare", "delete", "diff", "export", "gc", "import", "list", "run", "save", "show", "test"}
 	r := run(t, invocation{args: []string{"case", "--help"}})
 	wantOK(t, r)
 	_, cmds, ok := strings.Cut(r.stdout, "Available Commands:\n")

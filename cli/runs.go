@@ -20,18 +20,18 @@ import (
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/capture"
 	"github.com/pyrula/caseworker/journal/pgarchive"
-	"github.com/pyrula/caseworker/journal/valkeyjournal"
+	jresolve "github.com/pyrula/caseworker/journal/resolve"
 	"github.com/pyrula/caseworker/messages"
 )
 
 // Environment of the runtime commands (the worker reads the same).
 const (
-	envValkeyURL    = "PYRULA_VALKEY_URL"
-	envNamespace    = "PYRULA_NAMESPACE"
-	envCompletedTTL = "PYRULA_COMPLETED_TTL"
-	envPostgresDSN  = "PYRULA_POSTGRES_DSN"
+	envValkeyURL    = jresolve.EnvValkeyURL
+	envNamespace    = jresolve.EnvNamespace
+	envCompletedTTL = jresolve.EnvCompletedTTL
+	envPostgresDSN  = jresolve.EnvPostgresDSN
 
-	defaultValkeyURL = "redis://127.0.0.1:6379/0"
+	defaultValkeyURL = jresolve.DefaultValkeyURL
 )
 
 // journalFlags are the flags of the commands that read or write run
@@ -68,27 +68,17 @@ func (a *app) withJournal(ctx context.Context, f func(journal.Journal) error) er
 		}
 		ttl = d
 	}
-	opts := valkeyjournal.Options{Namespace: ns, CompletedTTL: ttl}
-	if dsn := a.getenv(envPostgresDSN); dsn != "" {
-		pool, err := pgxpool.New(ctx, dsn)
-		if err != nil {
-			return fmt.Errorf("open the archive (%s): %w", envPostgresDSN, err)
-		}
-		defer pool.Close()
-		if err := pgarchive.Check(ctx, pool); err != nil {
-			return fmt.Errorf("archive (%s): %w", envPostgresDSN, err)
-		}
-		opts.Archive = pgarchive.New(pool)
-	}
 	client, err := a.valkeyClient()
 	if err != nil {
 		return err
 	}
 	defer client.Close()
-	j, err := valkeyjournal.New(client, opts)
+	j, err := jresolve.Open(ctx, jresolve.Config{URL: a.getenv(envValkeyURL), Client: client, Namespace: ns,
+		CompletedTTL: ttl, ArchiveDSN: a.getenv(envPostgresDSN)})
 	if err != nil {
 		return err
 	}
+	defer j.Close()
 	return f(j)
 }
 

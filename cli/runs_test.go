@@ -12,6 +12,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/pyrula/caseworker/internal/testenv"
+	"github.com/pyrula/caseworker/internal/testwait"
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
 )
 
@@ -231,7 +232,7 @@ func TestSaveFromArchive(t *testing.T) {
 	}
 	defer client.Close()
 	meta, _, _ := valkeyjournal.Keys(e.ns, co.RunID)
-	waitFor(t, 10*time.Second, func() bool {
+	testwait.Eventually(t, 10*time.Second, "the run's keys expired", func() bool {
 		n, err := client.Do(context.Background(), client.B().Exists().Key(meta).Build()).AsInt64()
 		return err == nil && n == 0
 	})
@@ -272,16 +273,4 @@ func TestDBMigrateConcurrently(t *testing.T) {
 		}
 	}
 	wantError(t, run(t, invocation{args: []string{"db", "migrate"}}), "PYRULA_POSTGRES_DSN")
-}
-
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -46,6 +46,11 @@ type Options struct {
 	// Registry holds targets registered beforehand; Register, when set,
 	// adds to it. Either may be nil.
 	Registry *flow.Registry
+	// Getenv reads the environment: the PYRULA_ variables of the
+	// configuration (worker.LoadConfigFrom) and those of the built-in
+	// model clients (ANTHROPIC_API_KEY, …). os.Getenv when nil; tests pass
+	// their own instead of changing the process's environment.
+	Getenv func(string) string
 }
 
 // Run runs the process: the subcommand in os.Args, with a context that
@@ -60,7 +65,7 @@ func (o Options) Run() int {
 
 // Main runs the subcommand args names (without the program name) until it
 // is done or ctx ends, and returns the exit status. Configuration comes
-// from the process environment (PYRULA_ variables; see worker.Config).
+// from the environment Getenv reads (PYRULA_ variables; see worker.Config).
 func (o Options) Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := o.run(ctx, args, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "error: %s\n", oneLine(err.Error()))
@@ -75,6 +80,14 @@ func (o Options) name() string {
 		return o.Name
 	}
 	return "worker"
+}
+
+// getenv is Getenv, or os.Getenv when it is nil.
+func (o Options) getenv() func(string) string {
+	if o.Getenv != nil {
+		return o.Getenv
+	}
+	return os.Getenv
 }
 
 // registry is the checked registry of the binary's targets.
@@ -97,7 +110,7 @@ func (o Options) run(ctx context.Context, args []string, stdout, stderr io.Write
 		if len(args) != 2 || args[1] != "migrate" {
 			return fmt.Errorf("usage: %s db migrate", o.name())
 		}
-		return migrate(ctx, stdout)
+		return migrate(ctx, o.getenv(), stdout)
 	case "demo":
 		reg, err := o.registry()
 		if err != nil {
@@ -112,7 +125,7 @@ func (o Options) run(ctx context.Context, args []string, stdout, stderr io.Write
 		if err != nil {
 			return err
 		}
-		return serve(ctx, reg, stderr)
+		return serve(ctx, reg, o.getenv(), stderr)
 	default:
 		return fmt.Errorf("unknown command %q (see %s --help)", cmd, o.name())
 	}
@@ -139,8 +152,9 @@ Environment:
 	return worker.Usage(w)
 }
 
-func migrate(ctx context.Context, stdout io.Writer) error {
-	dsn := os.Getenv("PYRULA_POSTGRES_DSN")
+// migrate applies the archive's migrations to PYRULA_POSTGRES_DSN.
+func migrate(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	dsn := getenv("PYRULA_POSTGRES_DSN")
 	if dsn == "" {
 		return errors.New("db migrate: PYRULA_POSTGRES_DSN is not set")
 	}

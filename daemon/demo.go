@@ -33,6 +33,7 @@ type demoFlags struct {
 	inputs  []string
 	changes []string
 	fork    int64
+	format  string
 }
 
 // repeated is a repeatable string flag.
@@ -42,7 +43,7 @@ func (r *repeated) String() string     { return fmt.Sprint(*r) }
 func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 
 // demo is `worker demo [--target NAME] [--input K=JSON]… [--change K=JSON]…
-// [--fork-after-seq N] [--store DIR]`: the whole flow on embedded defaults,
+// [--fork-after-seq N] [--store DIR] [--format text|json]`: the whole flow on embedded defaults,
 // over the binary's own targets. It starts an in-memory Redis-protocol
 // server (package memvalkey) on 127.0.0.1, a worker on it with a file
 // fixture store in a temp directory (or DIR, kept), and sends through the
@@ -50,11 +51,14 @@ func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 // fork, run_case from the bundle replay-only, with --change a run_case with
 // the changed inputs and then the same from the start with every write
 // allowed, and run_case from the journal after the recorded run aged out.
-// It prints each message, reply and run event as it arrives, as labelled
-// lines (a word, then JSON), and fails (exit 1) when an outcome is not the
-// one it announces.
+// With --format text (the default) it prints a few readable lines per step:
+// the recorded run, the saved case and its hash, each case run's outcome
+// with its provenance counts and divergence; with --format json it prints
+// each message, reply and run event as it arrives, as labelled lines (a
+// word, then JSON). It fails (exit 1) when an outcome is not the one it
+// announces.
 func demo(ctx context.Context, prog string, reg *flow.Registry, args []string, stdout, stderr io.Writer) error {
-	usage := prog + " demo [--target NAME] [--input K=JSON]... [--change K=JSON]... [--fork-after-seq N] [--store DIR]"
+	usage := prog + " demo [--target NAME] [--input K=JSON]... [--change K=JSON]... [--fork-after-seq N] [--store DIR] [--format text|json]"
 	fs := flag.NewFlagSet(prog+" demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f demoFlags
@@ -63,6 +67,7 @@ func demo(ctx context.Context, prog string, reg *flow.Registry, args []string, s
 	fs.Var((*repeated)(&f.inputs), "input", "an input of the recorded run as KEY=JSON (repeatable)")
 	fs.Var((*repeated)(&f.changes), "change", "an input to change in the case runs, as KEY=JSON (repeatable)")
 	fs.Int64Var(&f.fork, "fork-after-seq", -1, "the run_seq to save the case at (default after the first call's call:done)")
+	fs.StringVar(&f.format, "format", "text", "output: text (a summary of each step) or json (every message, reply and event as a labelled JSON line)")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return nil // the flag set printed the usage
 	} else if err != nil {
@@ -70,6 +75,9 @@ func demo(ctx context.Context, prog string, reg *flow.Registry, args []string, s
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("usage: %s: unexpected argument %q", usage, fs.Arg(0))
+	}
+	if f.format != "text" && f.format != "json" {
+		return fmt.Errorf("usage: %s: --format %q is not text or json", usage, f.format)
 	}
 	target, err := demoTarget(reg, f.target)
 	if err != nil {
@@ -83,7 +91,8 @@ func demo(ctx context.Context, prog string, reg *flow.Registry, args []string, s
 	if err != nil {
 		return err
 	}
-	if f.dir == "" {
+	temporary := f.dir == ""
+	if temporary {
 		tmp, err := os.MkdirTemp("", "pyrula-demo-")
 		if err != nil {
 			return fmt.Errorf("demo: %w", err)
@@ -137,13 +146,27 @@ func demo(ctx context.Context, prog string, reg *flow.Registry, args []string, s
 	if err != nil {
 		return err
 	}
-	d := &demoRun{out: stdout, cl: cl}
+	d := &demoRun{out: stdout, cl: cl, json: f.format == "json"}
+	storeText := "file://" + abs
+	if temporary {
+		// The directory is removed at exit: the summary does not name it.
+		storeText = "a file store in a temporary directory, removed at exit"
+	}
 	d.line("demo", map[string]any{
 		"valkey": srv.URL() + " (embedded, in memory)", "namespace": demoNamespace,
 		"case_stream": cfg.CaseStream, "reply_stream": cfg.ReplyStream, "fixture_store": "file://" + abs,
 		"target": target.Name,
 	})
-	return d.steps(ctx, srv, cfg, demoPlan{target: target, inputs: inputs, changes: changes, fork: f.fork})
+	d.text("worker demo: a worker on an embedded in-memory Valkey-protocol server (%s, namespace %s) records, saves and replays a run of %s %s.\nFixture store: %s.\n",
+		srv.URL(), demoNamespace, target.Kind, target.Name, storeText)
+	if err := d.steps(ctx, srv, cfg, demoPlan{target: target, inputs: inputs, changes: changes, fork: f.fork}); err != nil {
+		return err
+	}
+	d.text("\nDone: %d steps, every reply ok and every run ended as announced.\nEvery message, reply and event as JSON lines: %s demo --format json\n", d.n, prog)
+	if d.err != nil {
+		return fmt.Errorf("demo: write output: %w", d.err)
+	}
+	return nil
 }
 
 // demoTarget is the target named, or the first workflow by name (the first
@@ -193,14 +216,33 @@ func keyValues(flagName string, flags []string) (map[string]json.RawMessage, err
 
 // demoRun prints the demo's lines and sends its messages.
 type demoRun struct {
-	out io.Writer
-	cl  *client.Client
-	n   int
-	err error // the first write error
+	out  io.Writer
+	cl   *client.Client
+	json bool // --format json: labelled JSON lines instead of the summary
+	n    int
+	err  error // the first write error
 }
 
-// line prints one labelled line: label, spaces to column 7, v as JSON.
+// printf writes to the output, keeping the first write error.
+func (d *demoRun) printf(format string, args ...any) {
+	if _, err := fmt.Fprintf(d.out, format, args...); err != nil && d.err == nil {
+		d.err = err
+	}
+}
+
+// text prints a line of the summary (--format text only).
+func (d *demoRun) text(format string, args ...any) {
+	if !d.json {
+		d.printf(format, args...)
+	}
+}
+
+// line prints one labelled line (--format json only): label, spaces to
+// column 7, v as JSON.
 func (d *demoRun) line(label string, v any) {
+	if !d.json {
+		return
+	}
 	raw, ok := v.(json.RawMessage)
 	if !ok {
 		var err error
@@ -208,17 +250,17 @@ func (d *demoRun) line(label string, v any) {
 			raw = json.RawMessage(fmt.Sprintf("%q", err.Error()))
 		}
 	}
-	if _, err := fmt.Fprintf(d.out, "%-6s %s\n", label, raw); err != nil && d.err == nil {
-		d.err = err
-	}
+	d.printf("%-6s %s\n", label, raw)
 }
 
 // step announces the next step.
 func (d *demoRun) step(text string) {
 	d.n++
-	if _, err := fmt.Fprintf(d.out, "\nstep   %d. %s\n", d.n, text); err != nil && d.err == nil {
-		d.err = err
+	if d.json {
+		d.printf("\nstep   %d. %s\n", d.n, text)
+		return
 	}
+	d.printf("\n%d. %s\n", d.n, text)
 }
 
 // request sends a message, prints it and its reply, and checks the reply's
@@ -275,6 +317,7 @@ func (d *demoRun) run(ctx context.Context, typ messages.MessageType, body any, w
 		return res.RunID, events, err
 	}
 	d.line("end", map[string]any{"run_id": res.RunID, "status": end.Status, "code": end.Code})
+	d.text("   %s\n", runSummary(res.RunID, end, events))
 	if want == anyEnd {
 		return res.RunID, events, nil
 	}
@@ -336,6 +379,7 @@ func (d *demoRun) steps(ctx context.Context, srv *memvalkey.Server, cfg worker.C
 	if err := json.Unmarshal(r.Result, &saved); err != nil {
 		return fmt.Errorf("demo: save_case result: %w", err)
 	}
+	d.text("   %s\n", savedSummary(saved))
 	bundleSource := map[string]any{"bundle": map[string]any{"fixture_hash": saved.FixtureHash}}
 
 	d.step("run_case from the bundle, replay only: the same code makes the same calls, every one answered by the recording")
@@ -381,6 +425,86 @@ func (d *demoRun) steps(ctx context.Context, srv *memvalkey.Server, cfg worker.C
 		return errors.Join(errors.New("demo: interrupted"), err)
 	}
 	return nil
+}
+
+// savedSummary is the summary line of a save_case result.
+func savedSummary(saved messages.SaveCaseResult) string {
+	var m struct {
+		Kind         string `json:"kind"`
+		TargetName   string `json:"target_name"`
+		ForkAfterSeq *int64 `json:"fork_after_seq"`
+		HistoryCount int    `json:"history_count"`
+		ResultCount  int    `json:"result_count"`
+	}
+	s := "saved case " + saved.FixtureHash
+	if err := json.Unmarshal(saved.ManifestSummary, &m); err != nil {
+		return s
+	}
+	fork := "inputs only"
+	if m.ForkAfterSeq != nil {
+		fork = fmt.Sprintf("forked after run_seq %d", *m.ForkAfterSeq)
+	}
+	return fmt.Sprintf("%s: %s %s, %s, %d history events, %d recorded results", s, m.Kind, m.TargetName, fork, m.HistoryCount, m.ResultCount)
+}
+
+// runSummary is the summary line of a followed run: how it ended and, for
+// a case run, its outcome: provenance counts, the divergence or the stop.
+func runSummary(runID string, end client.End, events []journal.Event) string {
+	var out struct {
+		Message     string         `json:"message"`
+		PrefixCalls int            `json:"prefix_calls"`
+		Provenance  map[string]int `json:"provenance"`
+		StopKey     string         `json:"stop_key"`
+		Divergence  *struct {
+			Call string `json:"call"`
+			Diff struct {
+				Added   []string `json:"added"`
+				Removed []string `json:"removed"`
+				Changed []string `json:"changed"`
+			} `json:"diff"`
+		} `json:"divergence"`
+	}
+	outcome, calls := false, 0
+	for _, ev := range events {
+		switch ev.Kind {
+		case journal.KindCallDone:
+			calls++
+		case journal.KindCaseOutcome:
+			if raw, err := ev.JSON(); err == nil && json.Unmarshal(raw, &out) == nil {
+				outcome = true
+			}
+		}
+	}
+	s := fmt.Sprintf("run %s: %s", runID, end.Status)
+	if end.Code != "" {
+		s += " " + string(end.Code)
+	}
+	switch {
+	case !outcome:
+		return fmt.Sprintf("%s; %d events, %d calls", s, len(events), calls)
+	case out.Divergence != nil:
+		var diff []string
+		for _, part := range []struct {
+			what  string
+			paths []string
+		}{{"changed", out.Divergence.Diff.Changed}, {"added", out.Divergence.Diff.Added}, {"removed", out.Divergence.Diff.Removed}} {
+			if len(part.paths) > 0 {
+				diff = append(diff, part.what+" "+strings.Join(part.paths, ", "))
+			}
+		}
+		if len(diff) == 0 {
+			diff = append(diff, "another input")
+		}
+		return fmt.Sprintf("%s at %s: its input %s", s, out.Divergence.Call, strings.Join(diff, "; "))
+	case out.Provenance == nil: // refused by the executor before the engine ran
+		return s + ": " + out.Message
+	}
+	p := out.Provenance
+	s += fmt.Sprintf("; calls: %d prefix (verified), %d reused, %d simulated, %d live, %d changed", out.PrefixCalls, p["reused"], p["simulated"], p["live"], p["changed"])
+	if out.StopKey != "" {
+		s += fmt.Sprintf("; stopped at %s: %s", out.StopKey, out.Message)
+	}
+	return s
 }
 
 // firstForkPoint is the run_seq of the first call:done (the first call in

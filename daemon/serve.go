@@ -37,9 +37,10 @@ func newLogger(cfg worker.Config, stderr io.Writer) (*zap.Logger, error) {
 }
 
 // serve runs the worker over reg's targets and its HTTP listener until ctx
-// ends, then shuts down within PYRULA_SHUTDOWN_GRACE.
-func serve(ctx context.Context, reg *flow.Registry, stderr io.Writer) error {
-	cfg, err := worker.LoadConfig()
+// ends, then shuts down within PYRULA_SHUTDOWN_GRACE. getenv reads the
+// configuration and the model clients' variables.
+func serve(ctx context.Context, reg *flow.Registry, getenv func(string) string, stderr io.Writer) error {
+	cfg, err := worker.LoadConfigFrom(getenv)
 	if err != nil {
 		return err
 	}
@@ -50,7 +51,7 @@ func serve(ctx context.Context, reg *flow.Registry, stderr io.Writer) error {
 	defer log.Sync() //nolint:errcheck // stderr may not sync
 	prom := prometheus.NewRegistry()
 	prom.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	w, err := worker.New(cfg, worker.Params{Logger: log, Registerer: prom, Registry: reg})
+	w, err := worker.New(cfg, worker.Params{Logger: log, Registerer: prom, Registry: reg, Getenv: getenv})
 	if err != nil {
 		return err
 	}

@@ -341,25 +341,11 @@ func podEnv(t *testing.T, m manifests, c corev1.Container) (env map[string]strin
 	return env, setBy
 }
 
-// loadConfig runs worker.LoadConfig with exactly env as the PYRULA_
-// variables of the process.
+// loadConfig loads the worker's configuration with exactly env as its
+// environment.
 func loadConfig(t *testing.T, env map[string]string) (worker.Config, error) {
 	t.Helper()
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, worker.EnvPrefix+"_") {
-			t.Setenv(k, "") // restored at the end of the test
-			os.Unsetenv(k)
-		}
-	}
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
-	defer func() {
-		for k := range env {
-			os.Unsetenv(k)
-		}
-	}()
-	return worker.LoadConfig()
+	return worker.LoadConfigFrom(func(k string) string { return env[k] })
 }
 
 // deployedConfig is the worker's configuration in the Deployment's pod.

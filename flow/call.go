@@ -60,7 +60,7 @@ type CallRef struct {
 	Kind CallKind `json:"kind"`
 	Key  string   `json:"key"` // see Kind
 	// Fingerprint is the lowercase hex SHA-256 of the canonical JSON of the
-	// call's input.
+	// call's input, without its volatile fields (FingerprintRules).
 	Fingerprint string `json:"fingerprint"`
 	// Effect is read, write or pure.
 	Effect Effect `json:"effect"`
@@ -76,8 +76,9 @@ type Call struct {
 	CallRef
 	// RunID is the run that makes the call (a child run has its own).
 	RunID string
-	// Input is the canonical JSON of the call's input; Fingerprint is its
-	// SHA-256.
+	// Input is the canonical JSON of the call's input, volatile fields
+	// included; Fingerprint is its SHA-256 under the call's volatile-field
+	// rules (FingerprintRules).
 	Input json.RawMessage
 	// Name is the step, tool, signal, interrupt or stream name, or the child
 	// target of a child run or gather; empty for model, sleep, now and random.

@@ -6,19 +6,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/pyrula/caseworker/bundle/volatile"
 	"github.com/pyrula/caseworker/messages"
 )
 
 // decodeInto returns a decoder that sets *dst from a result's JSON.
 func decodeInto[T any](dst *T) func(json.RawMessage) error {
 	return func(raw json.RawMessage) error {
-		var v T
-		if err := json.Unmarshal(raw, &v); err != nil {
+		v, err := unmarshalResult[T](raw)
+		if err != nil {
 			return err
 		}
 		*dst = v
@@ -37,7 +39,10 @@ func keyIndex(key string) int {
 // StepOption configures a step call.
 type StepOption func(*stepOptions)
 
-type stepOptions struct{ effect Effect }
+type stepOptions struct {
+	effect   Effect
+	volatile []string // a StepDef's volatile fields; nil when it declares none
+}
 
 // WithEffect declares the step's effect at the call. A step that declares
 // none takes the effect its target declared in Steps, else Write; declaring
@@ -46,7 +51,8 @@ type stepOptions struct{ effect Effect }
 func WithEffect(e Effect) StepOption { return func(o *stepOptions) { o.effect = e } }
 
 // Step runs fn(ctx, input) as the step name, key "<name>:<n>" for the n-th
-// (0-based) call of that name in the run. Its fingerprint is that of input;
+// (0-based) call of that name in the run. Its fingerprint is that of input
+// without the fields the target declares volatile for the step;
 // its result must encode as JSON, and the target receives it decoded from the
 // JSON that was journaled. fn's context carries no run: calls made inside fn
 // fail with ErrNoRun. An error from fn is recorded and returned as a
@@ -76,8 +82,17 @@ func Step[I, O any](ctx context.Context, name string, input I, fn func(ctx conte
 	case isDeclared:
 		effect = declared
 	}
+	rules := r.t.stepRules[name]
+	if o.volatile != nil && !slices.Equal(o.volatile, rules.Spec().Fields) {
+		if !isDeclared {
+			return out, r.stopf(messages.RuntimeError, "step %s declares volatile fields %v but %s does not declare the step: put it in the target's Steps, so that its rules are recorded",
+				name, o.volatile, r.t.info.Name)
+		}
+		return out, r.stopf(messages.RuntimeError, "step %s: volatile fields %v at the call, but %s declared %v",
+			name, o.volatile, r.t.info.Name, rules.Spec().Fields)
+	}
 	s := callSpec{kind: KindStep, counter: "step:" + name, prefix: name + ":", name: name,
-		effect: effect, input: input, token: "step:" + name}
+		effect: effect, input: input, token: "step:" + name, rules: rules}
 	err = r.call(ctx, s, func(ctx context.Context, _ Call, _ time.Time) (any, error) {
 		return fn(ctx, input)
 	}, decodeInto(&out))
@@ -88,9 +103,10 @@ func Step[I, O any](ctx context.Context, name string, input I, fn func(ctx conte
 // same definition serves calls (Call) and registration (it is a Decl: put it
 // in the target's Steps).
 type StepDef[I, O any] struct {
-	name   string
-	effect Effect
-	fn     func(context.Context, I) (O, error)
+	name     string
+	effect   Effect
+	fn       func(context.Context, I) (O, error)
+	volatile []string // sorted (volatile.SortFields)
 }
 
 // DefineStep returns a step definition.
@@ -98,16 +114,37 @@ func DefineStep[I, O any](name string, effect Effect, fn func(ctx context.Contex
 	return StepDef[I, O]{name: name, effect: effect, fn: fn}
 }
 
+// Volatile returns a copy of the step whose input fields at paths do not
+// count in its calls' fingerprints: a request id, a timestamp. A path is
+// dot-separated object keys, "[]" for every element of an array and "*"
+// for every member of an object ("request_id", "meta.ts",
+// "items[].trace_id"). Registration checks the paths and records them in
+// registration.volatile (so put the step in the target's Steps); the
+// call's recorded input keeps the real values.
+func (s StepDef[I, O]) Volatile(paths ...string) StepDef[I, O] {
+	s.volatile = volatile.SortFields(append(slices.Clone(s.volatile), paths...))
+	return s
+}
+
 // Call runs the step (see Step).
 func (s StepDef[I, O]) Call(ctx context.Context, input I) (O, error) {
+	if s.volatile != nil {
+		return Step(ctx, s.name, input, s.fn, WithEffect(s.effect), withVolatile(s.volatile))
+	}
 	return Step(ctx, s.name, input, s.fn, WithEffect(s.effect))
+}
+
+// withVolatile passes a StepDef's volatile fields to Step, which checks
+// them against the target's declaration.
+func withVolatile(paths []string) StepOption {
+	return func(o *stepOptions) { o.volatile = paths }
 }
 
 // Name returns the step's name.
 func (s StepDef[I, O]) Name() string { return s.name }
 
 func (s StepDef[I, O]) declaration() declaration {
-	return declaration{name: s.name, effect: s.effect}
+	return declaration{name: s.name, effect: s.effect, volatile: s.volatile}
 }
 
 // sleepInput is a sleep's input: {"seconds": d}.
@@ -507,7 +544,7 @@ func Model(ctx context.Context, req ModelRequest) (ModelResponse, error) {
 			}
 		}
 	}
-	s := callSpec{kind: KindModel, counter: "model", effect: Read, input: req}
+	s := callSpec{kind: KindModel, counter: "model", effect: Read, input: req, rules: r.t.promptRules}
 	err = r.call(ctx, s, func(ctx context.Context, _ Call, _ time.Time) (any, error) {
 		if r.models == nil {
 			return nil, Stopf(messages.RuntimeError, "%s has no model client", r.t.info.Name)
@@ -540,8 +577,12 @@ func CallTool(ctx context.Context, use Block) (json.RawMessage, error) {
 	if len(input) == 0 {
 		input = json.RawMessage("{}")
 	}
+	var rules *volatile.Rules
+	if tool != nil {
+		rules = tool.rules
+	}
 	s := callSpec{kind: KindTool, key: use.ID, name: use.Name, effect: effect, input: input,
-		token: "tool:" + use.Name, tool: use.Name}
+		token: "tool:" + use.Name, tool: use.Name, rules: rules}
 	err = r.call(ctx, s, func(ctx context.Context, c Call, _ time.Time) (any, error) {
 		switch {
 		case tool == nil:

@@ -140,15 +140,3 @@ func crashAt(id string, cancel context.CancelFunc) flow.Resolver {
 		return flow.Live(), nil
 	})
 }
-
-// waitFor polls cond for up to 5 seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}

@@ -16,10 +16,29 @@ import (
 // these names would not come back in Extra.
 var eventFields = map[EventKind][]string{
 	EventRunStart:    {"inputs", "code_version"},
-	EventCallStart:   {"call", "input", "wake_at", "tool"},
-	EventCallDone:    {"call", "provenance"},
+	EventCallStart:   callStartFields,
+	EventCallDone:    callDoneFields,
 	EventRunComplete: {"result"},
 	EventRunError:    {"code", "message", "stop_key", "stop_token"},
+}
+
+var (
+	callStartFields = []string{"call", "input", "wake_at", "tool"}
+	callDoneFields  = []string{"call", "provenance"}
+)
+
+// fieldsOf is eventFields[kind], without the map lookup for the kinds a
+// run appends most (a MemLog stores millions of events).
+func fieldsOf(kind EventKind) []string {
+	switch kind {
+	case EventCallStart:
+		return callStartFields
+	case EventCallDone:
+		return callDoneFields
+	case EventCaseCall:
+		return nil
+	}
+	return eventFields[kind]
 }
 
 // roundTripped returns the event that decoding ev's JSON (Event.MarshalJSON
@@ -73,7 +92,7 @@ func roundTripped(ev Event) (out Event, ok bool) {
 		out.StopKey, out.StopToken = str(ev.StopKey), str(ev.StopToken)
 	}
 	nulls := false
-	taken := eventFields[ev.Kind]
+	taken := fieldsOf(ev.Kind)
 	for name, v := range ev.Extra {
 		if name == "run_seq" || name == "kind" || name == "at" || slices.Contains(taken, name) {
 			return Event{}, false
@@ -179,7 +198,7 @@ func compact(ev Event) memEvent {
 		me.input = ev.Input
 	case ev.Kind == EventCallDone:
 		me.prov = ev.Provenance
-	case eventFields[ev.Kind] == nil && !ev.Kind.Terminal() && ev.Kind != EventRunStart:
+	case fieldsOf(ev.Kind) == nil && !ev.Kind.Terminal() && ev.Kind != EventRunStart:
 		// Only run_seq, kind, at and Extra.
 	default:
 		full := ev // only this branch allocates

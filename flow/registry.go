@@ -14,6 +14,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/bundle/canonjson"
+	"github.com/pyrula/caseworker/bundle/volatile"
 )
 
 // Registry holds targets by name. It is safe for concurrent use; register
@@ -64,6 +65,12 @@ type Agent[I, O any] struct {
 	Model string
 	// System is the system prompt used when a model request gives none.
 	System string
+	// VolatilePrompt are regular expressions (Go's RE2 syntax) whose
+	// matches in the system prompt and in the messages' text do not count
+	// in the fingerprints of the agent's model calls, e.g. `(?m)^Today is
+	// .*$` for a date line. Registration checks them and records them in
+	// registration.volatile; the recorded input keeps the real text.
+	VolatilePrompt []string
 	// Client is the agent's model client. Runtime.Run uses, in order,
 	// RunParams.Models, this client, Config.Models.
 	Client ModelClient
@@ -105,6 +112,8 @@ type target struct {
 	maxTokens   int64
 	inputSchema json.RawMessage // the inputs' JSON Schema, for sub-agent tools
 	stepEffects map[string]Effect
+	stepRules   map[string]*volatile.Rules // declared steps' volatile fields, by name
+	promptRules *volatile.Rules            // an agent's volatile prompt patterns
 	tools       map[string]*ToolDef
 	toolSpecs   []ToolSpec
 	children    []string            // targets of declared child runs, checked by Registry.Check
@@ -140,6 +149,14 @@ func RegisterAgent[I, O any](r *Registry, a Agent[I, O]) error {
 		return fmt.Errorf("%w: agent %s: MaxTokens %d is negative", ErrInvalidTarget, a.Name, a.MaxTokens)
 	}
 	t.maxTokens = cmp.Or(a.MaxTokens, DefaultMaxTokens)
+	if len(a.VolatilePrompt) > 0 {
+		rules, err := volatile.Compile(volatile.Spec{Prompt: slices.Clone(a.VolatilePrompt)})
+		if err != nil {
+			return fmt.Errorf("%w: agent %s: %v", ErrInvalidTarget, a.Name, err)
+		}
+		t.promptRules = rules
+		t.volatile().Prompt = rules.Spec().Prompt
+	}
 	for i := range a.Tools {
 		tool := a.Tools[i]
 		if tool.name == "" || (tool.fn == nil && tool.subAgent == "") {
@@ -147,6 +164,18 @@ func RegisterAgent[I, O any](r *Registry, a Agent[I, O]) error {
 		}
 		if t.tools[tool.name] != nil {
 			return fmt.Errorf("%w: agent %s: tool %s offered twice", ErrInvalidTarget, a.Name, tool.name)
+		}
+		rules, err := volatile.Compile(volatile.Spec{Fields: tool.volatile})
+		if err != nil {
+			return fmt.Errorf("%w: agent %s: tool %s: %v", ErrInvalidTarget, a.Name, tool.name, err)
+		}
+		tool.rules = rules
+		if rules != nil {
+			v := t.volatile()
+			if v.Tools == nil {
+				v.Tools = map[string][]string{}
+			}
+			v.Tools[tool.name] = tool.volatile
 		}
 		t.tools[tool.name] = &tool
 		t.info.Registration.Tools = append(t.info.Registration.Tools, bundle.Tool{Name: tool.name, Writes: tool.Writes()})
@@ -183,6 +212,7 @@ func newTarget[I, O any](name string, kind bundle.Kind, codeVersion string, defa
 		},
 		inputSchema: inputsSchema[I](),
 		stepEffects: make(map[string]Effect),
+		stepRules:   make(map[string]*volatile.Rules),
 		tools:       make(map[string]*ToolDef),
 		decode: func(raw json.RawMessage) (any, error) {
 			var in I
@@ -229,12 +259,33 @@ func newTarget[I, O any](name string, kind bundle.Kind, codeVersion string, defa
 			return nil, fmt.Errorf("%w: %s: step id %s declared twice", ErrInvalidTarget, name, s.ID)
 		}
 		ids[s.ID] = true
+		if len(dl.volatile) > 0 {
+			rules, err := volatile.Compile(volatile.Spec{Fields: dl.volatile})
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s: step %s: %v", ErrInvalidTarget, name, s.ID, err)
+			}
+			v := t.volatile()
+			if v.Steps == nil {
+				v.Steps = map[string][]string{}
+			}
+			v.Steps[s.Name] = dl.volatile
+			t.stepRules[s.Name] = rules
+		}
 		if !isReservedStepID(s.ID) {
 			t.stepEffects[s.Name] = Effect(s.Effect)
 		}
 		t.info.Registration.Steps = append(t.info.Registration.Steps, s)
 	}
 	return t, nil
+}
+
+// volatile returns the target's recorded volatile-field rules, creating
+// them on first use (a target without rules records none).
+func (t *target) volatile() *bundle.Volatile {
+	if t.info.Registration.Volatile == nil {
+		t.info.Registration.Volatile = &bundle.Volatile{}
+	}
+	return t.info.Registration.Volatile
 }
 
 // checkDeclared returns an error naming what to add to the target's Steps
@@ -303,17 +354,35 @@ type Decl interface {
 // declaration is what a Decl declares: a step (kind ""), a child run, a
 // signal send or a gather.
 type declaration struct {
-	kind   string // "", stepChild, stepSigSend or stepGather
-	name   string // the step's name, child's target, signal's name or gather's id
-	effect Effect
+	kind     string // "", stepChild, stepSigSend or stepGather
+	name     string // the step's name, child's target, signal's name or gather's id
+	effect   Effect
+	volatile []string // a step's volatile fields, sorted (volatile.SortFields)
 }
 
 func (d declaration) declaration() declaration { return d }
 
+// StepDecl declares a step called inline with Step (DeclareStep).
+type StepDecl struct{ d declaration }
+
+func (s StepDecl) declaration() declaration { return s.d }
+
 // DeclareStep declares a step called inline with Step: its name and
 // effect. A StepDef declares itself.
-func DeclareStep(name string, effect Effect) Decl {
-	return declaration{name: name, effect: effect}
+func DeclareStep(name string, effect Effect) StepDecl {
+	return StepDecl{declaration{name: name, effect: effect}}
+}
+
+// Volatile returns a copy of the declaration whose step's input fields at
+// paths do not count in its calls' fingerprints: a request id, a
+// timestamp. A path is dot-separated object keys, "[]" for every element
+// of an array and "*" for every member of an object ("request_id",
+// "meta.ts", "items[].trace_id"); registration checks the paths and
+// records them in registration.volatile. The call's recorded input keeps
+// the real values.
+func (s StepDecl) Volatile(paths ...string) StepDecl {
+	s.d.volatile = volatile.SortFields(append(slices.Clone(s.d.volatile), paths...))
+	return s
 }
 
 // DeclareChild declares a child run of target (Child). The n-th child
@@ -538,6 +607,8 @@ type ToolDef struct {
 	description string
 	readOnly    bool
 	subAgent    string
+	volatile    []string        // volatile input fields, sorted
+	rules       *volatile.Rules // compiled at registration
 	schema      json.RawMessage // the input's JSON Schema; a sub-agent's is filled at Check
 	fn          func(ctx context.Context, input json.RawMessage) (any, error)
 }
@@ -570,6 +641,16 @@ func SubAgentTool(name, description, agent string) ToolDef {
 // ReadOnly returns a copy of the tool declared read-only.
 func (t ToolDef) ReadOnly() ToolDef {
 	t.readOnly = true
+	return t
+}
+
+// Volatile returns a copy of the tool whose input fields at paths do not
+// count in its calls' fingerprints (see StepDecl.Volatile for the path
+// syntax). Registration checks the paths and records them in
+// registration.volatile.
+func (t ToolDef) Volatile(paths ...string) ToolDef {
+	t.volatile = volatile.SortFields(append(slices.Clone(t.volatile), paths...))
+	t.rules = nil
 	return t
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/bundle/volatile"
 	"github.com/pyrula/caseworker/messages"
 )
 
@@ -418,6 +419,8 @@ type callSpec struct {
 	wait time.Duration
 	// tool is the tool's name for tool calls.
 	tool string
+	// rules are the call's volatile-field rules (nil: none).
+	rules *volatile.Rules
 }
 
 // liveFunc runs a call live. ctx carries no run. wakeAt is the end of the
@@ -494,7 +497,7 @@ func (r *run) appendLocked(runCtx, wctx context.Context, b Batch) error {
 // resolves it, journals it and hands its result to decode. It returns nil,
 // a *CallError (the call's recorded error) or the error that stops the run.
 func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(json.RawMessage) error) error {
-	canon, fp, ferr := Fingerprint(s.input)
+	canon, fp, ferr := FingerprintRules(s.input, s.rules)
 
 	r.mu.Lock()
 	defer r.mu.Unlock()

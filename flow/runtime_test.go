@@ -14,6 +14,7 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/flowtest"
+	"github.com/pyrula/caseworker/internal/testwait"
 	"github.com/pyrula/caseworker/messages"
 )
 
@@ -97,7 +98,7 @@ func TestSleepResumeWaitsRemainingTime(t *testing.T) {
 	}))
 	ctx, cancel := context.WithCancel(context.Background())
 	wait := runAsync(ctx, e.rt, flow.RunParams{RunID: "r", Target: "sleepy"})
-	waitFor(t, "the sleep", func() bool { return e.clock.Sleepers() == 1 })
+	testwait.Eventually(t, 5*time.Second, "the sleep", func() bool { return e.clock.Sleepers() == 1 })
 	e.clock.Advance(7 * time.Second)
 	cancel() // crash 7s into the 10s sleep
 	if _, err := wait(); !errors.Is(err, context.Canceled) {
@@ -106,7 +107,7 @@ func TestSleepResumeWaitsRemainingTime(t *testing.T) {
 	checkTrace(t, e, "r", []string{"run:start", "call:start step:a:0", "call:done step:a:0", "call:start sleep:0"})
 
 	wait = runAsync(context.Background(), e.rt, flow.RunParams{RunID: "r", Target: "sleepy"})
-	waitFor(t, "the resumed sleep", func() bool { return e.clock.Sleepers() == 1 })
+	testwait.Eventually(t, 5*time.Second, "the resumed sleep", func() bool { return e.clock.Sleepers() == 1 })
 	e.clock.Advance(3 * time.Second)
 	out, err := wait()
 	if err != nil || out.Status != flow.StatusComplete {
@@ -266,7 +267,7 @@ func TestCancelWritesRunCancelled(t *testing.T) {
 	}))
 	ctx, cancel := context.WithCancelCause(context.Background())
 	wait := runAsync(ctx, e.rt, flow.RunParams{RunID: "r", Target: "long"})
-	waitFor(t, "the sleep", func() bool { return e.clock.Sleepers() == 1 })
+	testwait.Eventually(t, 5*time.Second, "the sleep", func() bool { return e.clock.Sleepers() == 1 })
 	cancel(flow.ErrRunCancelled)
 	out, err := wait()
 	if err != nil || out.Status != flow.StatusCancelled || out.Code != messages.Cancelled {
@@ -362,7 +363,7 @@ func TestSignalTimeout(t *testing.T) {
 		},
 	}))
 	wait := runAsync(context.Background(), e.rt, flow.RunParams{RunID: "r", Target: "waits"})
-	waitFor(t, "the signal timer", func() bool { return e.clock.Sleepers() == 1 })
+	testwait.Eventually(t, 5*time.Second, "the signal timer", func() bool { return e.clock.Sleepers() == 1 })
 	e.clock.Advance(5 * time.Second)
 	out, err := wait()
 	if err != nil || string(out.Result) != `["",false]` {

@@ -1,7 +1,7 @@
 // Package messages holds what every layer of the case worker shares: the reason
-// codes of the product page with the exit status each maps to, and the typed
-// error that carries a code. Later it also holds the wire types of queue
-// messages, replies and run events.
+// codes with the exit status each maps to (docs/reason-codes.md), the typed
+// error that carries a code, and the wire types of the queue protocol
+// (docs/protocol.md): the envelope, the message bodies, replies and results.
 //
 // messages imports only the standard library, so that every package of the
 // project (and a user's own binary) can import it without cycles.

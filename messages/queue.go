@@ -2,7 +2,7 @@ package messages
 
 import "encoding/json"
 
-// MessageType names what a queue message asks the worker to do (docs/worker.md).
+// MessageType names what a queue message asks the worker to do (docs/protocol.md).
 type MessageType string
 
 // The message types of the worker protocol.

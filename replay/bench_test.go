@@ -144,7 +144,7 @@ func replayFile(b *testing.B, reg *flow.Registry, path string, n int) {
 
 // BenchmarkReplayOnly: `case run FILE --replay-only` of a recorded run of
 // N read-step calls, all post-fork (fork_after_seq = 1), per call, including
-// loading and verifying the bundle file. docs/performance.md: ≤ 9 µs per call at
+// loading and verifying the bundle file. docs/performance.md: ≤ 5 µs per call at
 // 10,000 calls, and linear: the anchor is the same run at 1,000 calls in the
 // same benchmark, so ratio-10k/1k ≈ 1 means linear. The sizes alternate
 // within each iteration so that both see the same machine load. Besides the
@@ -190,10 +190,11 @@ func BenchmarkReplayOnly(b *testing.B) {
 }
 
 // BenchmarkReplayOnlyN reports each size on its own (µs/call), for
-// profiling one size: -bench 'ReplayOnlyN/10000'.
+// profiling one size (-bench 'ReplayOnlyN/10000') and for the linearity
+// up to 100,000 calls.
 func BenchmarkReplayOnlyN(b *testing.B) {
 	reg := benchRegistry(b)
-	for _, n := range []int{1_000, 10_000} {
+	for _, n := range []int{1_000, 10_000, 100_000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			path := benchBundleFile(b, reg, n)
 			b.ReportAllocs()

@@ -8,12 +8,15 @@
 // --prompt-file make to model calls; the ladder does not (such a call is
 // changed and runs live). A signal the case run sends itself in the case
 // run reaches its receive: the receive gets the sent payload, not the
-// recorded one (see docs/cli.md, "case run").
+// recorded one (see docs/cli.md, "case run"). Recorded calls are compared
+// under the volatile-field rules the bundle recorded (registration.volatile),
+// not the code's; a divergence lists the paths those rules ignore apart and
+// says when the code's rules for the call differ (RulesChange).
 //
-// The CLI (`pyrula case run`) uses it now and the worker will use it next;
-// both get the same lines, and the engine also writes them into the new
+// The CLI (`pyrula case run`) and the worker (run_case messages) both use
+// it and get the same lines, and the engine also writes them into the new
 // run's journal as case:call and case:outcome events.
 //
-// replay imports flow, bundle and messages. It must not import cli, worker
+// replay imports flow, bundle (bundle/volatile for the rules) and messages. It must not import cli, worker
 // or any journal backend: the caller passes the journal as a flow.Log.
 package replay

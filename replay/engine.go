@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/bundle/volatile"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/messages"
 )
@@ -104,13 +105,18 @@ type Params struct {
 // the call recorded at the same position (prefix) or under the same key,
 // both fingerprints, and a field-level diff of the inputs where the
 // recording holds the recorded input (call:start events in the history).
+// A recorded call is verified under the volatile-field rules the bundle
+// recorded: the diff lists the paths those rules ignore apart, and when the
+// code declares other rules for the call, RulesChanged holds both sets and
+// ActualFingerprint is the call's fingerprint under the recorded ones.
 type Divergence struct {
-	Seq                 int        `json:"seq"`
-	Call                string     `json:"call"`
-	ActualFingerprint   string     `json:"actual_fingerprint"`
-	RecordedCall        string     `json:"recorded_call,omitempty"`
-	RecordedFingerprint string     `json:"recorded_fingerprint,omitempty"`
-	Diff                *InputDiff `json:"diff,omitempty"`
+	Seq                 int          `json:"seq"`
+	Call                string       `json:"call"`
+	ActualFingerprint   string       `json:"actual_fingerprint"`
+	RecordedCall        string       `json:"recorded_call,omitempty"`
+	RecordedFingerprint string       `json:"recorded_fingerprint,omitempty"`
+	Diff                *InputDiff   `json:"diff,omitempty"`
+	RulesChanged        *RulesChange `json:"rules_changed,omitempty"`
 }
 
 // CallLine is the {"type":"call"} line of a new post-fork call.
@@ -235,6 +241,10 @@ type engine struct {
 	steps  map[string][]string // step name → registration ids
 	budget int
 	prices Prices
+	// hasRules says that the recording or the code declares volatile-field
+	// rules; compiled caches the recorded rule sets.
+	hasRules bool
+	compiled map[string]*volatile.Rules
 
 	mu           sync.Mutex
 	event        [1]flow.Event // the batch of a case:call append
@@ -256,6 +266,7 @@ type engine struct {
 	outcome      *Outcome
 	callLineErr  error           // the first case:call append that failed
 	usedSupply   map[string]bool // supplied entries that answered a call, as in UnusedSupply
+	line         lineCtx         // the context of case:call appends
 }
 
 // Run runs a case: a new run of the target (p.RunID in p.Log) whose calls
@@ -303,6 +314,10 @@ func Run(ctx context.Context, p Params) (Report, error) {
 	for i, r := range p.Bundle.Results {
 		e.index[callKey{flow.CallKind(r.Kind), r.Key}] = i
 	}
+	if err := checkRecordedRules(m.Registration); err != nil {
+		return Report{}, err
+	}
+	e.hasRules = flow.HasVolatile(m.Registration) || flow.HasVolatile(info.Registration)
 	for i, raw := range p.Bundle.History {
 		var ev struct {
 			Kind  string          `json:"kind"`
@@ -353,6 +368,7 @@ func Run(ctx context.Context, p Params) (Report, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.stopLineContext()
 	if e.callLineErr != nil {
 		return Report{}, fmt.Errorf("replay: run %s: write case:call: %w", p.RunID, e.callLineErr)
 	}
@@ -401,15 +417,17 @@ func (e *engine) verifyPrefix(c flow.Call) flow.Resolution {
 	if rec.ref.ID() != id || !e.sameFingerprint(c, rec.ref.Fingerprint, rec.input, true) {
 		d := &Divergence{Seq: c.Seq, Call: id, ActualFingerprint: c.Fingerprint,
 			RecordedCall: rec.ref.ID(), RecordedFingerprint: rec.ref.Fingerprint}
-		if rec.ref.ID() == id && rec.input != nil {
-			d.Diff = DiffInputs(rec.input, c.Input)
-		}
-		e.divergence = d
 		if rec.ref.ID() != id {
+			e.divergence = d
 			return e.stop(c, messages.PrefixDiverged, "prefix call %d: the recording has %s, the target made %s", c.Seq, rec.ref.ID(), id)
 		}
-		return e.stop(c, messages.PrefixDiverged, "prefix call %d %s: recorded fingerprint %s, actual %s%s",
-			c.Seq, id, rec.ref.Fingerprint, c.Fingerprint, diffText(d.Diff))
+		d.ActualFingerprint, d.RulesChanged = e.verifiedFingerprint(c), e.rulesChange(c)
+		if rec.input != nil {
+			d.Diff = e.diff(c, rec.input)
+		}
+		e.divergence = d
+		return e.stop(c, messages.PrefixDiverged, "prefix call %d %s: recorded fingerprint %s, actual %s%s%s",
+			c.Seq, id, rec.ref.Fingerprint, d.ActualFingerprint, diffText(d.Diff), rulesText(d.RulesChanged))
 	}
 	i, ok := e.index[keyOf(c.CallRef)]
 	if !ok {
@@ -421,7 +439,8 @@ func (e *engine) verifyPrefix(c flow.Call) flow.Resolution {
 	return e.recorded(res, ProvReused)
 }
 
-// sameFingerprint compares a call with its recording. A signal send whose
+// sameFingerprint compares a call with its recording, under the
+// volatile-field rules the recording holds for it. A signal send whose
 // run_id is the case run (or one of its children) matches the recording's
 // send to the recorded run: the case run causes that difference itself.
 // With prefix set (prefix verification only), under --model or
@@ -429,8 +448,16 @@ func (e *engine) verifyPrefix(c flow.Call) flow.Resolution {
 // system; the ladder compares model calls exactly, so that a model call
 // whose input changed is never reused with the old model's answer.
 func (e *engine) sameFingerprint(c flow.Call, fp string, recInput json.RawMessage, prefix bool) bool {
-	if c.Fingerprint == fp {
+	rules, rulesChanged := e.recordedRules(c)
+	if !rulesChanged && c.Fingerprint == fp {
 		return true
+	}
+	if rulesChanged {
+		// The code's rules differ from the recording's: c.Fingerprint is
+		// computed under the code's, so compute the recording's.
+		if _, got, err := flow.FingerprintRules(c.Input, rules); err == nil && got == fp {
+			return true
+		}
 	}
 	var actual map[string]json.RawMessage
 	if json.Unmarshal(c.Input, &actual) != nil || actual == nil {
@@ -456,13 +483,16 @@ func (e *engine) sameFingerprint(c flow.Call, fp string, recInput json.RawMessag
 	if !changed {
 		return false
 	}
-	_, got, err := flow.Fingerprint(actual)
+	_, got, err := flow.FingerprintRules(actual, rules)
 	return err == nil && got == fp
 }
 
 func diffText(d *InputDiff) string {
 	if d == nil {
 		return ""
+	}
+	if len(d.Ignored) > 0 {
+		return fmt.Sprintf(" (input fields added %v, removed %v, changed %v; ignored as volatile %v)", d.Added, d.Removed, d.Changed, d.Ignored)
 	}
 	return fmt.Sprintf(" (input fields added %v, removed %v, changed %v)", d.Added, d.Removed, d.Changed)
 }
@@ -525,8 +555,9 @@ func (e *engine) ladder(c flow.Call) flow.Resolution {
 		case replaced:
 			e.reason = ReasonInputChanged
 			d.RecordedCall, d.RecordedFingerprint = id, rec.Fingerprint
+			d.ActualFingerprint, d.RulesChanged = e.verifiedFingerprint(c), e.rulesChange(c)
 			if in, ok := e.inputs[k]; ok {
-				d.Diff = DiffInputs(in, c.Input)
+				d.Diff = e.diff(c, in)
 			}
 		default:
 			e.reason = ReasonUnexpectedCall
@@ -536,7 +567,8 @@ func (e *engine) ladder(c flow.Call) flow.Resolution {
 		case ReasonRecordedError:
 			return e.stop(c, messages.ReplayDiverged, "%s: the recording holds an error that cannot be replayed (%s)", id, rec.Error)
 		case ReasonInputChanged:
-			return e.stop(c, messages.ReplayDiverged, "%s: input changed: recorded fingerprint %s, actual %s%s", id, rec.Fingerprint, c.Fingerprint, diffText(d.Diff))
+			return e.stop(c, messages.ReplayDiverged, "%s: input changed: recorded fingerprint %s, actual %s%s%s",
+				id, rec.Fingerprint, d.ActualFingerprint, diffText(d.Diff), rulesText(d.RulesChanged))
 		}
 		return e.stop(c, messages.ReplayDiverged, "%s: unexpected call: the recording has no such call", id)
 	}
@@ -734,17 +766,44 @@ func (e *engine) Observe(ctx context.Context, o flow.Observation) {
 	}
 	e.calls = append(e.calls, line)
 	// e.event is reused (under e.mu): a Log does not keep a Batch's slice.
-	e.event[0] = flow.Event{Kind: flow.EventCaseCall, At: time.Now().UTC(), Extra: callExtra(line)}
+	now := time.Now()
+	e.event[0] = flow.Event{Kind: flow.EventCaseCall, At: now.UTC(), Extra: callExtra(line)}
 	// A failed case:call append does not stop the run (the call itself is
 	// journaled); Run returns the first failure.
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callLineTimeout)
-	if seq, err := e.p.Log.Append(actx, e.p.RunID, flow.Batch{Target: e.p.Target, Events: e.event[:]}); err != nil && e.callLineErr == nil {
+	if seq, err := e.p.Log.Append(e.lineContext(ctx, now), e.p.RunID, flow.Batch{Target: e.p.Target, Events: e.event[:]}); err != nil && e.callLineErr == nil {
 		e.callLineErr = err
 	} else if err == nil {
 		e.noteSeq(seq)
 	}
-	cancel()
 	e.event[0] = flow.Event{}
+}
+
+// lineContext returns the context of a case:call append made at now: ctx
+// without its cancellation, with a deadline between callLineTimeout/2 and
+// callLineTimeout away. Consecutive lines under the same ctx share one
+// (a timer per line cost more than the line); Run releases the last.
+func (e *engine) lineContext(ctx context.Context, now time.Time) context.Context {
+	if e.line.ctx == nil || e.line.parent != ctx || e.line.deadline.Sub(now) < callLineTimeout/2 {
+		e.stopLineContext()
+		e.line.parent, e.line.deadline = ctx, now.Add(callLineTimeout)
+		e.line.ctx, e.line.cancel = context.WithDeadline(context.WithoutCancel(ctx), e.line.deadline)
+	}
+	return e.line.ctx
+}
+
+// stopLineContext releases the context lineContext made last.
+func (e *engine) stopLineContext() {
+	if e.line.cancel != nil {
+		e.line.cancel()
+	}
+	e.line = lineCtx{}
+}
+
+// lineCtx is the context case:call appends share.
+type lineCtx struct {
+	parent, ctx context.Context
+	cancel      context.CancelFunc
+	deadline    time.Time
 }
 
 func (e *engine) spendLocked(c flow.Call, rec bundle.Result) {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,6 +42,39 @@ func Get(ctx context.Context, s Store, hash bundle.Hash) (io.ReadCloser, error) 
 	// is done once, here.
 	v := bundle.NewVerifyingReader(struct{ io.Reader }{blob}, hash)
 	return &verifiedReader{ctx: ctx, hash: hash, r: v, blob: blob}, nil
+}
+
+// Load reads the bundle named hash from s, verified, and returns it in
+// canonical form: Get read to the end by bundle.Read. It is the one way
+// the CLI and the worker read a stored bundle.
+//
+// Errors carry Get's reason codes: invalid_fixture_hash, bundle_missing,
+// and bundle_corrupt when the bytes do not decompress, do not hash to
+// hash, or are not a bundle that reads back as hash. A verification
+// failure wins over any other error that reading the damaged bytes
+// caused, so damaged bytes are always reported as bundle_corrupt. Every
+// error is wrapped with the hash.
+func Load(ctx context.Context, s Store, hash bundle.Hash) (*bundle.Canonical, error) {
+	rc, err := Get(ctx, s, hash)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", hash, err)
+	}
+	c, readErr := bundle.Read(rc, bundle.Options{})
+	// Verification ends at the end of the stream: read it to the end even
+	// when Read stopped early, and let its verdict win.
+	_, drainErr := io.Copy(io.Discard, rc)
+	closeErr := rc.Close()
+	if err := cmp.Or(drainErr, closeErr); err != nil {
+		return nil, fmt.Errorf("read %s: %w", hash, err)
+	}
+	if readErr != nil {
+		return nil, fmt.Errorf("read %s: %w", hash, readErr)
+	}
+	if c.Hash() != hash {
+		return nil, fmt.Errorf("read %s: %w", hash, messages.Errorf(messages.BundleCorrupt,
+			"stored bundle %s reads back as %s", hash, c.Hash()))
+	}
+	return c, nil
 }
 
 // verifiedReader is what Get returns.

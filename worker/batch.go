@@ -65,7 +65,10 @@ func putCall(bc *batchCall) {
 
 // do sends cmd in the next batch and returns its result. A batch runs to
 // its end under finishTimeout even when the ctx of the caller that leads
-// it is cancelled, since it carries other handlers' commands.
+// it is cancelled, since it carries other handlers' commands. cmd must
+// have a key: on a Valkey Cluster the batch's commands go to the nodes of
+// their slots, and the client refuses (panics on) a DoMulti that mixes a
+// keyless command with keys of several slots.
 func (b *batcher) do(ctx context.Context, c valkey.Client, cmd valkey.Completed) valkey.ValkeyResult {
 	call := getCall()
 	call.cmd = cmd

@@ -84,35 +84,3 @@ func BenchmarkHashBody(b *testing.B) {
 func messagesEnvelope(body string) messages.Envelope {
 	return messages.Envelope{MessageID: "m", Type: messages.DeleteCaseBundle, Body: json.RawMessage(body)}
 }
-
-// TestDecodeDeleteBodyFast: whenever the fast path decodes a body, it
-// gives what decodeBody gives.
-func TestDecodeDeleteBodyFast(t *testing.T) {
-	for _, raw := range []string{
-		`{"fixture_hash":"` + strings.Repeat("0", 64) + `"}`,
-		`{"fixture_hash":"h","fixture_store":"s"}`,
-		`{}`, `{"fixture_hash":""}`, `{"fixture_hash":1}`, `{"fixture_hash":"h","other":"x"}`,
-		`{"Fixture_hash":"h"}`, `{"fixture_store":"s","fixture_hash":"h"}`, `{"fixture_hash":{"a":"b"}}`,
-		`{"fixture_hash":"a\u0041"}`, `{"fixture_hash":null}`, `null`, `[]`, `{"a":"b","fixture_hash":"h"}`,
-	} {
-		checkDeleteBody(t, raw)
-	}
-}
-
-func checkDeleteBody(t *testing.T, raw string) {
-	t.Helper()
-	var fast messages.DeleteCaseBundleBody
-	if !decodeDeleteBodyFast(json.RawMessage(raw), &fast) {
-		return
-	}
-	var slow messages.DeleteCaseBundleBody
-	if err := decodeBody(json.RawMessage(raw), &slow); err != nil || slow != fast {
-		t.Fatalf("decodeDeleteBodyFast(%s) = %+v; decodeBody: %+v, %v", raw, fast, slow, err)
-	}
-}
-
-func FuzzDecodeDeleteBodyFast(f *testing.F) {
-	f.Add(`{"fixture_hash":"h","fixture_store":"s"}`)
-	f.Add(`{"fixture_hash":"h"}`)
-	f.Fuzz(func(t *testing.T, raw string) { checkDeleteBody(t, raw) })
-}

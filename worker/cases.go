@@ -53,15 +53,14 @@ type claimed struct {
 // deleteCaseBundle handles delete_case_bundle. deleted is true when this
 // delivery deleted the bundle, or when the started record says an earlier
 // delivery of the message found the bundle stored and it is gone now (that
-// delivery deleted it, then died before recording its reply). So the first
-// delivery that finds the bundle stored notes it in the started record
-// before deleting it; a bundle absent then is deleted: false.
+// delivery deleted it, then died before recording its reply, or is still
+// running). So the first delivery that finds the bundle stored notes it in
+// the started record before deleting it, and a delivery that finds nothing
+// to delete reads the record again; a bundle absent then is deleted: false.
 func (w *Worker) deleteCaseBundle(ctx context.Context, raw json.RawMessage, cl claimed) (any, error) {
 	var b messages.DeleteCaseBundleBody
-	if !decodeDeleteBodyFast(raw, &b) {
-		if err := decodeBody(raw, &b); err != nil {
-			return nil, err
-		}
+	if err := decodeBody(raw, &b); err != nil {
+		return nil, err
 	}
 	if b.FixtureHash == "" {
 		return nil, messages.Errorf(messages.InvalidOverrides, "fixture_hash is missing")
@@ -96,7 +95,31 @@ func (w *Worker) deleteCaseBundle(ctx context.Context, raw json.RawMessage, cl c
 	if err != nil {
 		return nil, fmt.Errorf("delete %s: %w", h, err)
 	}
+	if !deleted && !cl.bundlePresent {
+		// Another delivery of this message (the message sent twice, or
+		// redelivered while this one ran) may have found the bundle,
+		// noted it and deleted it between this delivery's claim and its
+		// Stat. Its note was written before its delete, so it is there
+		// now: read it, or this delivery would answer false and, if it
+		// records first, be the message's one reply.
+		if cl.bundlePresent, err = w.bundleNoted(ctx, cl); err != nil {
+			return nil, err
+		}
+	}
 	return messages.DeleteCaseBundleResult{Deleted: deleted || cl.bundlePresent}, nil
+}
+
+// bundleNoted reports whether the idempotency record at cl.key is the
+// started record of cl's body noting the bundle present.
+func (w *Worker) bundleNoted(ctx context.Context, cl claimed) (bool, error) {
+	cur, err := w.batch.do(ctx, w.client, w.client.B().Get().Key(cl.key).Build()).ToString()
+	if valkey.IsValkeyNil(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read the idempotency record: %w", err)
+	}
+	return cur == startedRecord(cl.bodyHash, true), nil
 }
 
 // saveCase handles save_case: capture the run from the journal (live or
@@ -160,45 +183,6 @@ func (w *Worker) saveCase(ctx context.Context, raw json.RawMessage) (any, error)
 		return nil, fmt.Errorf("encode the manifest summary: %w", err)
 	}
 	return messages.SaveCaseResult{FixtureHash: string(c.Hash()), FixtureStore: s.Identity(), ManifestSummary: summary}, nil
-}
-
-// decodeDeleteBodyFast decodes a delete_case_bundle body without
-// reflection when it is canonical JSON (canonicalJSON: no spaces, no
-// escapes, no duplicate keys) of an object whose members are only
-// fixture_hash and fixture_store, both strings: the body the platform
-// client sends. It reports false (b untouched) for any other body, which
-// decodeBody then decodes.
-func decodeDeleteBodyFast(raw json.RawMessage, b *messages.DeleteCaseBundleBody) bool {
-	if len(raw) < 2 || raw[0] != '{' || !canonicalJSON(raw) {
-		return false
-	}
-	var out messages.DeleteCaseBundleBody
-	s := raw[1 : len(raw)-1]
-	for len(s) > 0 {
-		// s is "key":"value" then "," or the end; no string holds a quote
-		// or a backslash (canonical).
-		k := bytes.IndexByte(s[1:], '"') + 1
-		key := string(s[1:k])
-		s = s[k+1:] // after the key's closing quote: ':' then the value
-		if len(s) < 2 || s[1] != '"' {
-			return false // not a string value
-		}
-		v := bytes.IndexByte(s[2:], '"') + 2
-		switch key {
-		case "fixture_hash":
-			out.FixtureHash = string(s[2:v])
-		case "fixture_store":
-			out.FixtureStore = string(s[2:v])
-		default:
-			return false
-		}
-		s = s[v+1:]
-		if len(s) > 0 {
-			s = s[1:] // the comma
-		}
-	}
-	*b = out
-	return true
 }
 
 // forkRangeRefusal is the refusal of a fork outside the run's events

@@ -1,10 +1,11 @@
 package worker
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
+	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,11 +13,38 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/pyrula/caseworker/journal"
+	jresolve "github.com/pyrula/caseworker/journal/resolve"
 	"github.com/pyrula/caseworker/messages"
 )
 
 // EnvPrefix is the prefix of every variable of Config.
 const EnvPrefix = "PYRULA"
+
+// Defaults of Config's fields: what Defaults fills an empty field with.
+// The default tags of Config, which `worker --help` lists, say the same
+// (a test ties each tag to its constant). PYRULA_NAMESPACE and
+// PYRULA_COMPLETED_TTL default to journal.DefaultNamespace and
+// journal.DefaultCompletedTTL; the streams' defaults derive from the
+// namespace, the consumer name's from the host name.
+const (
+	DefaultValkeyURL           = jresolve.DefaultValkeyURL
+	DefaultConsumerGroup       = "case-workers"
+	DefaultConcurrency         = 64
+	DefaultSaveConcurrency     = 4
+	DefaultRunConcurrency      = 4
+	DefaultMaxDeliveries       = 5
+	DefaultClaimIdle           = 30 * time.Second
+	DefaultRunLease            = 30 * time.Second
+	DefaultShutdownGrace       = 30 * time.Second
+	DefaultWaitTimeout         = 5 * time.Second
+	DefaultMaxMessageBytes     = 1 << 20
+	DefaultIdempotencyTTL      = 7 * 24 * time.Hour
+	DefaultMaintenanceInterval = time.Minute
+	DefaultConsumerExpiry      = 24 * time.Hour
+	DefaultHTTPAddr            = ":9090"
+	DefaultLogLevel            = "info"
+	DefaultLogFormat           = "json"
+)
 
 // Config is the worker's configuration: one variable per field, named
 // PYRULA_<envconfig tag>, read by LoadConfig (docs/worker.md, "Configuration"). Zero values
@@ -73,6 +101,11 @@ type Config struct {
 	// WaitReplicas is PYRULA_WAIT_REPLICAS: replicas that must acknowledge
 	// the idempotency record (WAIT) before the reply and ack; 0 skips.
 	WaitReplicas int `envconfig:"WAIT_REPLICAS" default:"0" desc:"replicas that must acknowledge writes before a reply (WAIT); 0 skips"`
+	// WaitTimeout is PYRULA_WAIT_TIMEOUT: how long one WAIT blocks for the
+	// replicas; when fewer acknowledged by then, the delivery fails
+	// transiently and the message stays pending (retried, then
+	// dead-lettered). Used only with PYRULA_WAIT_REPLICAS.
+	WaitTimeout time.Duration `envconfig:"WAIT_TIMEOUT" default:"5s" desc:"how long a WAIT blocks for the replicas before the delivery fails and is retried"`
 	// MaxMessageBytes is PYRULA_MAX_MESSAGE_BYTES: larger entries are refused unread.
 	MaxMessageBytes int `envconfig:"MAX_MESSAGE_BYTES" default:"1048576" desc:"largest message entry accepted, in bytes"`
 	// IdempotencyTTL is PYRULA_IDEMPOTENCY_TTL: how long a message's reply
@@ -99,18 +132,28 @@ type Config struct {
 	LogFormat string `envconfig:"LOG_FORMAT" default:"json" desc:"json or console"`
 }
 
-// LoadConfig reads Config from the environment and validates it. A bad
-// value is an invalid_overrides error naming the variable.
-func LoadConfig() (Config, error) {
+// LoadConfig reads Config from the process environment and validates it:
+// LoadConfigFrom(os.Getenv).
+func LoadConfig() (Config, error) { return LoadConfigFrom(os.Getenv) }
+
+// LoadConfigFrom reads Config through getenv (PYRULA_<envconfig tag> for
+// each field; an empty value counts as unset), fills in the defaults
+// (Defaults) and validates it. A bad value is an invalid_overrides error
+// naming the variable and its type, never its value (it could be a
+// secret).
+func LoadConfigFrom(getenv func(string) string) (Config, error) {
 	var c Config
-	if err := envconfig.Process(EnvPrefix, &c); err != nil {
-		// envconfig's ParseError names the variable; its value could be a
-		// secret, so only the variable and the type are shown.
-		var pe *envconfig.ParseError
-		if errors.As(err, &pe) {
-			return Config{}, messages.Errorf(messages.InvalidOverrides, "%s: not a valid %s", pe.KeyName, pe.TypeName)
+	v := reflect.ValueOf(&c).Elem()
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		key := EnvPrefix + "_" + f.Tag.Get("envconfig")
+		raw := getenv(key)
+		if raw == "" {
+			continue
 		}
-		return Config{}, messages.Errorf(messages.InvalidOverrides, "%v", err)
+		if err := setField(v.Field(i), raw); err != nil {
+			return Config{}, messages.Errorf(messages.InvalidOverrides, "%s: not a valid %s", key, f.Type)
+		}
 	}
 	c, err := c.Defaults()
 	if err != nil {
@@ -119,11 +162,35 @@ func LoadConfig() (Config, error) {
 	return c, c.Validate()
 }
 
+// setField sets a field of Config (a string, an int or a time.Duration)
+// from its variable's text.
+func setField(f reflect.Value, raw string) error {
+	switch {
+	case f.Type() == reflect.TypeFor[time.Duration]():
+		d, err := time.ParseDuration(raw)
+		if err != nil {
+			return err
+		}
+		f.SetInt(int64(d))
+	case f.Kind() == reflect.String:
+		f.SetString(raw)
+	case f.Kind() == reflect.Int:
+		n, err := strconv.ParseInt(raw, 0, strconv.IntSize)
+		if err != nil {
+			return err
+		}
+		f.SetInt(n)
+	default:
+		return fmt.Errorf("worker: config field of type %s", f.Type())
+	}
+	return nil
+}
+
 // Defaults returns c with every empty optional field set to its default,
 // including the ones derived from the namespace and the host name.
 func (c Config) Defaults() (Config, error) {
 	if c.ValkeyURL == "" {
-		c.ValkeyURL = "redis://127.0.0.1:6379/0"
+		c.ValkeyURL = DefaultValkeyURL
 	}
 	if c.Namespace == "" {
 		c.Namespace = journal.DefaultNamespace
@@ -138,7 +205,7 @@ func (c Config) Defaults() (Config, error) {
 		c.ReplyStream = c.Namespace + ":case-replies"
 	}
 	if c.ConsumerGroup == "" {
-		c.ConsumerGroup = "case-workers"
+		c.ConsumerGroup = DefaultConsumerGroup
 	}
 	if c.ConsumerName == "" {
 		host, err := os.Hostname()
@@ -148,46 +215,49 @@ func (c Config) Defaults() (Config, error) {
 		c.ConsumerName = host
 	}
 	if c.Concurrency == 0 {
-		c.Concurrency = 64
+		c.Concurrency = DefaultConcurrency
 	}
 	if c.SaveConcurrency == 0 {
-		c.SaveConcurrency = 4
+		c.SaveConcurrency = DefaultSaveConcurrency
 	}
 	if c.RunConcurrency == 0 {
-		c.RunConcurrency = 4
+		c.RunConcurrency = DefaultRunConcurrency
 	}
 	if c.MaxDeliveries == 0 {
-		c.MaxDeliveries = 5
+		c.MaxDeliveries = DefaultMaxDeliveries
 	}
 	if c.ClaimIdle == 0 {
-		c.ClaimIdle = 30 * time.Second
+		c.ClaimIdle = DefaultClaimIdle
 	}
 	if c.RunLease == 0 {
-		c.RunLease = 30 * time.Second
+		c.RunLease = DefaultRunLease
 	}
 	if c.ShutdownGrace == 0 {
-		c.ShutdownGrace = 30 * time.Second
+		c.ShutdownGrace = DefaultShutdownGrace
+	}
+	if c.WaitTimeout == 0 {
+		c.WaitTimeout = DefaultWaitTimeout
 	}
 	if c.MaxMessageBytes == 0 {
-		c.MaxMessageBytes = 1 << 20
+		c.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if c.IdempotencyTTL == 0 {
-		c.IdempotencyTTL = 7 * 24 * time.Hour
+		c.IdempotencyTTL = DefaultIdempotencyTTL
 	}
 	if c.MaintenanceInterval == 0 {
-		c.MaintenanceInterval = time.Minute
+		c.MaintenanceInterval = DefaultMaintenanceInterval
 	}
 	if c.ConsumerExpiry == 0 {
-		c.ConsumerExpiry = 24 * time.Hour
+		c.ConsumerExpiry = DefaultConsumerExpiry
 	}
 	if c.HTTPAddr == "" {
-		c.HTTPAddr = ":9090"
+		c.HTTPAddr = DefaultHTTPAddr
 	}
 	if c.LogLevel == "" {
-		c.LogLevel = "info"
+		c.LogLevel = DefaultLogLevel
 	}
 	if c.LogFormat == "" {
-		c.LogFormat = "json"
+		c.LogFormat = DefaultLogFormat
 	}
 	return c, nil
 }
@@ -211,7 +281,7 @@ func (c Config) Validate() error {
 		d    time.Duration
 	}{
 		{"COMPLETED_TTL", c.CompletedTTL}, {"CLAIM_IDLE", c.ClaimIdle}, {"RUN_LEASE", c.RunLease},
-		{"SHUTDOWN_GRACE", c.ShutdownGrace}, {"IDEMPOTENCY_TTL", c.IdempotencyTTL},
+		{"SHUTDOWN_GRACE", c.ShutdownGrace}, {"IDEMPOTENCY_TTL", c.IdempotencyTTL}, {"WAIT_TIMEOUT", c.WaitTimeout},
 		{"MAINTENANCE_INTERVAL", c.MaintenanceInterval}, {"CONSUMER_EXPIRY", c.ConsumerExpiry},
 	}
 	for _, p := range positiveDurations {
@@ -259,7 +329,7 @@ var usageGroups = []struct {
 	keys  []string
 	notes []string
 }{
-	{title: "Valkey", keys: []string{"VALKEY_URL", "NAMESPACE", "COMPLETED_TTL", "WAIT_REPLICAS"}},
+	{title: "Valkey", keys: []string{"VALKEY_URL", "NAMESPACE", "COMPLETED_TTL", "WAIT_REPLICAS", "WAIT_TIMEOUT"}},
 	{title: "Message stream and consumers", keys: []string{"CASE_STREAM", "REPLY_STREAM", "CONSUMER_GROUP",
 		"CONSUMER_NAME", "CONCURRENCY", "SAVE_CONCURRENCY", "MAX_MESSAGE_BYTES", "MAX_DELIVERIES", "CLAIM_IDLE",
 		"IDEMPOTENCY_TTL", "MAINTENANCE_INTERVAL", "CONSUMER_EXPIRY"}},

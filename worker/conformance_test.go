@@ -10,6 +10,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/pyrula/caseworker/internal/testenv"
+	"github.com/pyrula/caseworker/internal/testwait"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/memvalkey"
 	"github.com/pyrula/caseworker/messages"
@@ -20,10 +21,12 @@ import (
 )
 
 // The conformance suite: the same worker scenarios against real Valkey
-// (Redis 7 at PYRULA_TEST_VALKEY_URL) and against the embedded in-memory
-// server of `worker demo` (memvalkey), both over a real
-// connection, so that "the in-memory queue behaves like the Valkey one" is
-// tested rather than claimed.
+// (Redis 7 at PYRULA_TEST_VALKEY_URL), against a real Valkey Cluster (three
+// Redis 7 masters at PYRULA_TEST_VALKEY_CLUSTER_URL, where every command and
+// script must keep its keys in one slot) and against the embedded in-memory
+// server of `worker demo` (memvalkey), all over a real
+// connection, so that "the in-memory queue behaves like the Valkey one" and
+// "the worker runs on a cluster" are tested rather than claimed.
 
 // backend connects one test to a server.
 type backend struct {
@@ -35,6 +38,10 @@ var backends = []backend{
 	{"valkey", func(t *testing.T) valkey.Client {
 		t.Helper()
 		return testenv.ValkeyClient(t)
+	}},
+	{"cluster", func(t *testing.T) valkey.Client {
+		t.Helper()
+		return testenv.ValkeyClusterClient(t)
 	}},
 	{"embedded", func(t *testing.T) valkey.Client {
 		t.Helper()
@@ -189,7 +196,7 @@ func confStartRun(t *testing.T, setup newEnv) {
 	if string(got[1].Result) != string(got[0].Result) {
 		t.Errorf("duplicate reply %s, want %s", got[1].Result, got[0].Result)
 	}
-	eventually(t, 10*time.Second, func() bool { return e.runsPending() == 0 })
+	testwait.Eventually(t, 10*time.Second, "nothing pending on the runs stream", func() bool { return e.runsPending() == 0 })
 	n, err := e.client.Do(context.Background(), e.client.B().Xlen().Key(e.cfg.Namespace+":runs").Build()).AsInt64()
 	if err != nil || n != 1 {
 		t.Errorf("%d runs entries (%v), want 1: a duplicate starts nothing", n, err)
@@ -273,7 +280,7 @@ func confResume(t *testing.T, setup newEnv) {
 	e.send("k1", "start_run", map[string]any{"target_name": "checkout", "inputs": map[string]any{"delay_ms": 2000}})
 	res := runResult(t, e.waitReplies(1)[0])
 	j := e.journalOf()
-	eventually(t, 10*time.Second, func() bool {
+	testwait.Eventually(t, 10*time.Second, "the run's run:start event", func() bool {
 		events, _, err := j.Events(context.Background(), res.RunID)
 		return err == nil && count(events, journal.KindRunStart) == 1
 	})
@@ -296,7 +303,7 @@ func confResume(t *testing.T, setup newEnv) {
 	if n := count(events, journal.KindRunStart); n != 1 {
 		t.Errorf("%d run:start events, want 1 (resumed, not restarted)", n)
 	}
-	eventually(t, 10*time.Second, func() bool { return e.runsPending() == 0 })
+	testwait.Eventually(t, 10*time.Second, "nothing pending on the runs stream", func() bool { return e.runsPending() == 0 })
 }
 
 func confDeadLetter(t *testing.T, setup newEnv) {

@@ -184,6 +184,15 @@ func (w *Worker) readLoop(ctx, work context.Context) {
 		if ctx.Err() != nil {
 			return false
 		}
+		if isNoGroup(err) {
+			// The group or the stream was deleted: create it again and
+			// read on at once.
+			rerr := w.restoreGroup(ctx, w.casePos, err)
+			if rerr == nil {
+				return true
+			}
+			err = rerr
+		}
 		w.healthy.Store(false)
 		w.log.Warn("read the message stream", zap.Error(err))
 		ok := sleep(ctx, wait)
@@ -246,6 +255,9 @@ func (w *Worker) readLoop(ctx, work context.Context) {
 		}
 		wait = 100 * time.Millisecond
 		w.healthy.Store(true)
+		if len(entries) > 0 {
+			w.casePos.saw(entries[len(entries)-1].ID)
+		}
 		for _, e := range entries {
 			w.dispatch(work, e, 1)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pyrula/caseworker/internal/testwait"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/store/memstore"
 )
@@ -30,7 +31,7 @@ func TestDeadLetterAfterFailedReply(t *testing.T) {
 	e.sendRaw(string(msg))
 	// Wait until the third delivery has failed: delivered 3 times and idle
 	// since (a delivery takes milliseconds; the dead letter waits 400 ms).
-	eventually(t, 10*time.Second, func() bool {
+	testwait.Eventually(t, 10*time.Second, "the third delivery failed", func() bool {
 		rows, err := e.client.Do(ctx, e.client.B().Xpending().Key(e.cfg.CaseStream).Group(e.cfg.ConsumerGroup).
 			Start("-").End("+").Count(10).Build()).ToArray()
 		if err != nil || len(rows) != 1 {
@@ -45,7 +46,7 @@ func TestDeadLetterAfterFailedReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	var dead []map[string]string
-	eventually(t, 10*time.Second, func() bool {
+	testwait.Eventually(t, 10*time.Second, "the dead letter", func() bool {
 		entries, err := e.client.Do(ctx, e.client.B().Xrange().Key(e.cfg.CaseStream+":dead").Start("-").End("+").Build()).AsXRange()
 		dead = dead[:0]
 		for _, en := range entries {
@@ -76,7 +77,7 @@ func TestDeadLetterAfterFailedReply(t *testing.T) {
 	}
 	// A resend gets that same reply.
 	e.sendRaw(string(msg))
-	eventually(t, 10*time.Second, func() bool {
+	testwait.Eventually(t, 10*time.Second, "the resend's reply", func() bool {
 		n, err := e.client.Do(ctx, e.client.B().Xlen().Key(replyTo).Build()).AsInt64()
 		return err == nil && n == 2 && e.pending() == 0
 	})

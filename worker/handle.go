@@ -106,10 +106,11 @@ type outcome struct {
 // own connection, so with WAIT the record and the WAIT go over one
 // dedicated connection; replication is one ordered stream, so the replicas
 // then also hold every write made before the record (the bundle's journal
-// writes, the run's submission). Without WAIT the SET goes through the
-// batcher.
+// writes, the run's submission) on that node: on a single Valkey, all of
+// them; on a Valkey Cluster only those of the record's node (docs/operate.md,
+// "Valkey Cluster"). Without WAIT the SET goes through the batcher.
 func (w *Worker) writeRecord(ctx context.Context, out *outcome) error {
-	reply, err := encodeReply(out.reply)
+	reply, err := json.Marshal(out.reply)
 	if err != nil {
 		return fmt.Errorf("encode the reply: %w", err)
 	}
@@ -146,7 +147,9 @@ func (w *Worker) writeRecord(ctx context.Context, out *outcome) error {
 		if err := keep(w.setRecord(func(cmd valkey.Completed) valkey.ValkeyResult { return c.Do(ctx, cmd) }, out.key, out.bodyHash, rec)); err != nil {
 			return err
 		}
-		n, err := c.Do(ctx, w.client.B().Wait().Numreplicas(int64(w.cfg.WaitReplicas)).Timeout(5000).Build()).AsInt64()
+		// WAIT's timeout is in milliseconds, and 0 would block for ever.
+		timeout := max(w.cfg.WaitTimeout.Milliseconds(), 1)
+		n, err := c.Do(ctx, w.client.B().Wait().Numreplicas(int64(w.cfg.WaitReplicas)).Timeout(timeout).Build()).AsInt64()
 		if err != nil {
 			return fmt.Errorf("wait for replicas: %w", err)
 		}
@@ -346,6 +349,12 @@ func hashBody(env messages.Envelope) (string, error) {
 	// A body already in canonical form (canon.go) is hashed as it is.
 	canon := []byte(env.Body)
 	if !canonicalJSON(canon) {
+		// encoding/json decodes invalid UTF-8 and lone surrogate escapes
+		// to U+FFFD: refused here, so that two different bodies never
+		// canonicalise (and hash) alike.
+		if err := checkBodyText(env.Body); err != nil {
+			return "", err
+		}
 		var err error
 		if canon, err = canonicalize(env.Body); err != nil {
 			return "", err
@@ -357,6 +366,76 @@ func hashBody(env messages.Envelope) (string, error) {
 	h.Write(canon)
 	var sum [sha256.Size]byte
 	return hex.EncodeToString(h.Sum(sum[:0])), nil
+}
+
+// checkBodyText refuses a body (JSON text) holding invalid UTF-8 or a
+// lone surrogate escape ("\ud800" without its pair, "\udc00" alone): text
+// that is not Unicode, which decoding would replace by U+FFFD. The body's
+// JSON syntax is checked by its decoding, not here.
+func checkBodyText(body []byte) error {
+	if !utf8.Valid(body) {
+		return errors.New("not valid UTF-8")
+	}
+	if !bytes.Contains(body, []byte(`\u`)) {
+		return nil
+	}
+	in := false
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		switch {
+		case !in:
+			in = c == '"'
+		case c == '"':
+			in = false
+		case c == '\\' && i+1 < len(body):
+			i++
+			if body[i] != 'u' {
+				continue
+			}
+			r, ok := hex4(body[i+1:])
+			if !ok {
+				continue // not a valid escape: decoding refuses it
+			}
+			i += 4
+			switch {
+			case r >= 0xdc00 && r <= 0xdfff:
+				return fmt.Errorf("lone surrogate escape \\u%04x", r)
+			case r >= 0xd800 && r <= 0xdbff:
+				lo, ok := uint16(0), false
+				if i+2 < len(body) && body[i+1] == '\\' && body[i+2] == 'u' {
+					lo, ok = hex4(body[i+3:])
+				}
+				if !ok || lo < 0xdc00 || lo > 0xdfff {
+					return fmt.Errorf("lone surrogate escape \\u%04x", r)
+				}
+				i += 6
+			}
+		}
+	}
+	return nil
+}
+
+// hex4 decodes the four hex digits at the start of b.
+func hex4(b []byte) (uint16, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r uint16
+	for _, c := range b[:4] {
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | uint16(d)
+	}
+	return r, true
 }
 
 // canonicalize is the canonical JSON of body: decoded (numbers as written)
@@ -396,7 +475,13 @@ func (w *Worker) claimRecord(ctx context.Context, messageID, bodyHash string) (r
 // finish records the reply (when out.key is set; if another delivery
 // recorded one first, its reply is used, so every reply of a message id is
 // identical), waits for replicas when configured, publishes the reply and
-// acks the entry. It runs to the end even when ctx is cancelled.
+// acks the entry. It runs to the end even when ctx is cancelled. The
+// record, the reply stream and the message stream are three keys of three
+// slots (on a Valkey Cluster, possibly three nodes), so these are three
+// commands, each sent after the previous one succeeded: a crash or a failure
+// between two leaves the entry pending, and its redelivery finds the
+// record and publishes the same reply (a reply stream may then hold it
+// twice; clients take the first of a message id).
 func (w *Worker) finish(ctx context.Context, entryID string, out *outcome) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
@@ -416,7 +501,7 @@ func (w *Worker) publish(ctx context.Context, out *outcome) error {
 	raw := out.replyJSON
 	if raw == nil {
 		var err error
-		if raw, err = encodeReply(out.reply); err != nil {
+		if raw, err = json.Marshal(out.reply); err != nil {
 			return fmt.Errorf("encode the reply: %w", err)
 		}
 	}

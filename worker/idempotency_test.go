@@ -18,9 +18,27 @@ import (
 	"github.com/pyrula/caseworker/worker"
 )
 
-// onBackends runs scenario against real Valkey and the embedded server.
+// onBackends runs scenario against real Valkey, the Valkey Cluster and the
+// embedded server.
 func onBackends(t *testing.T, scenario func(t *testing.T, setup newEnv)) {
 	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			scenario(t, func(t *testing.T, st store.Store, mod func(*worker.Config)) *env {
+				t.Helper()
+				return setupWith(t, b.connect(t), st, mod)
+			})
+		})
+	}
+}
+
+// onServers is onBackends on the real servers only: Valkey and the Valkey
+// Cluster (for scenarios the embedded server cannot play).
+func onServers(t *testing.T, scenario func(t *testing.T, setup newEnv)) {
+	for _, b := range backends {
+		if b.name == "embedded" {
+			continue
+		}
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			scenario(t, func(t *testing.T, st store.Store, mod func(*worker.Config)) *env {

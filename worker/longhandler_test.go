@@ -55,8 +55,8 @@ func (s *heldStore) Delete(ctx context.Context, h bundle.Hash) (bool, error) {
 // TestLongHandlerNotRunTwice: a message whose handler outlives the claim
 // idle time is not reclaimed by another worker of the group while its
 // worker is alive: the store operation runs once and one reply is
-// published, for delete_case_bundle and save_case, on Valkey and on the
-// embedded server. Without the touch of in-flight entries (keepalive.go)
+// published, for delete_case_bundle and save_case, on Valkey, on the Valkey
+// Cluster and on the embedded server. Without the touch of in-flight entries (keepalive.go)
 // the second worker reclaims the entry after ClaimIdle and both handle it.
 func TestLongHandlerNotRunTwice(t *testing.T) {
 	t.Parallel()

@@ -87,9 +87,21 @@ func (w *Worker) maintainLoop(ctx context.Context) {
 }
 
 // maintain is one pass of maintainLoop: every worker runs it; two passes
-// at once do no harm, each step being one script.
+// at once do no harm, each step being one script (or, for a missing
+// group, one XGROUP CREATE that only the first pass wins).
 func (w *Worker) maintain(ctx context.Context) error {
 	var errs []error
+	// Note how far each group delivered, and create a group that was
+	// deleted (its stream too) on a worker that has not read since.
+	for _, p := range []*groupPos{w.casePos, w.runsPos} {
+		found, err := w.observeGroup(ctx, p)
+		if err == nil && !found {
+			err = w.restoreGroup(ctx, p, nil)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, s := range []struct{ stream, group string }{
 		{w.cfg.CaseStream, w.cfg.ConsumerGroup}, {w.runsStream(), runsGroup},
 	} {

@@ -24,6 +24,9 @@ type metrics struct {
 	duplicates   prometheus.Counter
 	runsInFlight prometheus.Gauge
 	runs         *prometheus.CounterVec
+	// groupRecreated counts consumer groups created again after their
+	// group or stream was deleted (group.go), by stream.
+	groupRecreated *prometheus.CounterVec
 
 	// received counts stream entries at their first delivery (see took).
 	received *prometheus.CounterVec
@@ -130,6 +133,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "pyrula_worker_runs_total",
 			Help: "Runs that ended (finished or suspended) on this worker, by kind (live or case), status and reason code.",
 		}, []string{"kind", "status", "code"}),
+		groupRecreated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pyrula_worker_group_recreated_total",
+			Help: "Consumer groups this worker created again because the group or its stream was deleted under it (XGROUP DESTROY, DEL), by stream (case or runs).",
+		}, []string{"stream"}),
 		received: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pyrula_worker_messages_received_total",
 			Help: "Message stream entries taken for handling, counted once per entry at its first delivery (redeliveries are pyrula_worker_redeliveries_total), by type.",
@@ -168,7 +175,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		ConstLabels: prometheus.Labels{"version": version.Version},
 	})
 	buildInfo.Set(1)
-	for _, c := range []prometheus.Collector{m.messages, m.duration, m.inFlight, m.redeliveries, m.transient, m.deadLetters, m.duplicates, m.runsInFlight, m.runs,
+	for _, c := range []prometheus.Collector{m.messages, m.duration, m.inFlight, m.redeliveries, m.transient, m.deadLetters, m.duplicates, m.runsInFlight, m.runs, m.groupRecreated,
 		m.received, m.caseCalls, m.liveCost, m.storeDuration, m.storeErrors, m.bundleBytes, m.streams, m.streams.errors, buildInfo} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -21,6 +21,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/internal/testenv"
+	"github.com/pyrula/caseworker/internal/testwait"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/store"
 	"github.com/pyrula/caseworker/store/memstore"
@@ -164,7 +165,7 @@ func TestMetricsMessagesAddUp(t *testing.T) {
 
 	// The counters move just after the ack; wait until nothing is in flight
 	// and everything received is answered.
-	eventually(t, 10*time.Second, func() bool {
+	testwait.Eventually(t, 10*time.Second, "nothing in flight and every message answered", func() bool {
 		inFlight, _ := value(t, reg, "pyrula_worker_messages_in_flight")
 		answered, _ := value(t, reg, "pyrula_worker_messages_total")
 		return inFlight == 0 && answered == 7
@@ -234,9 +235,15 @@ func (s *blockStore) Delete(ctx context.Context, h bundle.Hash) (bool, error) {
 
 // TestMetricsStreamPendingAndLag: with the one slot busy, the entry being
 // handled is pending (its age read from its id) and the entries behind it
-// are lag; once it is released, both fall to zero.
+// are lag; once it is released, both fall to zero. On Valkey and on the
+// Valkey Cluster, where the scrape's commands go to the nodes of the two
+// streams and the server clock is read apart from them.
 func TestMetricsStreamPendingAndLag(t *testing.T) {
 	t.Parallel()
+	onServers(t, metricsStreamPendingAndLag)
+}
+
+func metricsStreamPendingAndLag(t *testing.T, setup newEnv) {
 	st := &blockStore{Store: memstore.New(memstore.Options{}), entered: make(chan struct{}, 1), release: make(chan struct{})}
 	e := setup(t, nil, func(c *worker.Config) { c.Concurrency = 1 })
 	reg := e.withRegistry(st)
@@ -265,7 +272,7 @@ func TestMetricsStreamPendingAndLag(t *testing.T) {
 
 	close(st.release)
 	e.waitReplies(3)
-	eventually(t, 10*time.Second, func() bool {
+	testwait.Eventually(t, 10*time.Second, "no lag, nothing pending", func() bool {
 		lag, _ := value(t, reg, "pyrula_worker_stream_lag", "stream", "case")
 		pending, _ := value(t, reg, "pyrula_worker_stream_pending", "stream", "case")
 		age, _ := value(t, reg, "pyrula_worker_stream_oldest_pending_age_seconds", "stream", "case")
@@ -281,8 +288,14 @@ func TestMetricsStreamUnreadable(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil, nil)
 	reg := e.withRegistry(nil)
-	if err := e.client.Do(context.Background(), e.client.B().XgroupDestroy().Key(e.cfg.Namespace+":runs").Group("run-workers").Build()).Error(); err != nil {
-		t.Fatal(err)
+	// A key of the wrong type where the runs stream was: unlike a deleted
+	// group, which the worker creates again, it stays unreadable.
+	ctx := context.Background()
+	runs := e.cfg.Namespace + ":runs"
+	for _, cmd := range []valkey.Completed{e.client.B().Del().Key(runs).Build(), e.client.B().Set().Key(runs).Value("not a stream").Build()} {
+		if err := e.client.Do(ctx, cmd).Error(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, found := value(t, reg, "pyrula_worker_stream_pending", "stream", "runs"); found {
 		t.Error("the runs stream is reported without its group")
@@ -360,7 +373,7 @@ func TestMetricsCaseRunsAndBundles(t *testing.T) {
 	}
 	t.Logf("case calls by provenance %v, live cost %v USD", wantProv, wantCost)
 	// The runs' counters move after their terminal events.
-	eventually(t, 10*time.Second, func() bool {
+	testwait.Eventually(t, 10*time.Second, "two case runs counted", func() bool {
 		n, _ := value(t, reg, "pyrula_worker_runs_total", "kind", "case")
 		return n == 2
 	})
@@ -427,7 +440,7 @@ func TestMetricsScrapeBoundedWhenValkeyHangs(t *testing.T) {
 		_ = srv.Wait()
 	})
 	var c valkey.Client
-	eventually(t, 10*time.Second, func() bool {
+	testwait.Eventually(t, 10*time.Second, "a client of the test server", func() bool {
 		c, err = valkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}, DisableCache: true})
 		return err == nil
 	})

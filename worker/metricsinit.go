@@ -24,9 +24,9 @@ var replyStatuses = []messages.ReplyStatus{messages.StatusOK, messages.StatusRef
 // messages received, answered (every type and outcome), their duration and
 // transient failures by type (and "run"), runs by kind and end status with
 // code "" (the codes are many and come from the runs), case calls by
-// provenance and bundle sizes by op. The store metrics get theirs for the
-// worker's one backend when its store is wrapped (newMeteredStore), the
-// stream stats errors in newStreamStats.
+// provenance, bundle sizes by op and consumer groups recreated by stream.
+// The store metrics get theirs for the worker's one backend when its store
+// is wrapped (newMeteredStore), the stream stats errors in newStreamStats.
 func (m *metrics) initSeries() {
 	for i, t := range typeLabels {
 		m.receivedBy[i] = m.received.WithLabelValues(t)
@@ -47,4 +47,6 @@ func (m *metrics) initSeries() {
 	}
 	m.bundleBytes.WithLabelValues(opPut)
 	m.bundleBytes.WithLabelValues(opOpen)
+	m.groupRecreated.WithLabelValues(streamCase)
+	m.groupRecreated.WithLabelValues(streamRuns)
 }

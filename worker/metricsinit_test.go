@@ -20,7 +20,8 @@ import (
 // pod shows series, not "no data"): messages received, answered (type ×
 // outcome), their duration and transient failures by type, runs by kind and
 // end status with code "", case calls by provenance, store operations of
-// its backend by op, bundle sizes by op, stream stats errors by stream.
+// its backend by op, bundle sizes by op, stream stats errors and consumer
+// groups recreated by stream.
 func TestMetricsExportedAtZero(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil, nil)
@@ -67,6 +68,7 @@ func TestMetricsExportedAtZero(t *testing.T) {
 		}
 		for _, s := range []string{"case", "runs"} {
 			want("pyrula_worker_stream_stats_errors_total", "stream", s)
+			want("pyrula_worker_group_recreated_total", "stream", s)
 		}
 		for _, c := range []string{"pyrula_worker_dead_letters_total", "pyrula_worker_redeliveries_total", "pyrula_worker_duplicates_total", "pyrula_worker_live_cost_usd_total"} {
 			want(c)

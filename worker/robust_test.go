@@ -21,6 +21,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/internal/testenv"
+	"github.com/pyrula/caseworker/internal/testwait"
 	"github.com/pyrula/caseworker/memvalkey"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/store"
@@ -221,7 +222,7 @@ func TestValkeyOutage(t *testing.T) {
 	<-st.entered
 	srv.stop()
 	down := time.Now()
-	eventually(t, 5*time.Second, func() bool { return !w.Ready() })
+	testwait.Eventually(t, 5*time.Second, "the worker not ready", func() bool { return !w.Ready() })
 	t.Logf("not ready %v after Valkey went down", time.Since(down).Round(time.Millisecond))
 	st.open() // its work ends while Valkey is down: the reply and ack fail
 	time.Sleep(*outage - time.Since(down))
@@ -231,11 +232,11 @@ func TestValkeyOutage(t *testing.T) {
 
 	srv.start()
 	back := time.Now()
-	eventually(t, 10*time.Second, w.Ready)
+	testwait.Eventually(t, 10*time.Second, "the worker ready again", w.Ready)
 	t.Logf("ready %v after Valkey came back", time.Since(back).Round(time.Millisecond))
 	e.send("after", "delete_case_bundle", map[string]any{"fixture_hash": hashN(3)})
 	sent := time.Now()
-	eventually(t, 10*time.Second, func() bool { return repliesByID(e.replies())["after"] == 1 })
+	testwait.Eventually(t, 10*time.Second, "one reply to the message sent after the outage", func() bool { return repliesByID(e.replies())["after"] == 1 })
 	t.Logf("a message sent after the return answered in %v", time.Since(sent).Round(time.Millisecond))
 	got := e.waitReplies(3)
 	for id, n := range repliesByID(got) {
@@ -323,10 +324,10 @@ func TestPendingNeverExceedsConcurrency(t *testing.T) {
 // PYRULA_SAVE_CONCURRENCY=0 mean their defaults; a negative value stops
 // start-up naming the variable.
 func TestConcurrencyZeroMeansDefault(t *testing.T) {
-	t.Setenv("PYRULA_CONSUMER_NAME", "c")
-	t.Setenv("PYRULA_CONCURRENCY", "0")
-	t.Setenv("PYRULA_RUN_CONCURRENCY", "0")
-	c, err := worker.LoadConfig()
+	t.Parallel()
+	env := map[string]string{"PYRULA_CONSUMER_NAME": "c", "PYRULA_CONCURRENCY": "0", "PYRULA_RUN_CONCURRENCY": "0"}
+	getenv := func(k string) string { return env[k] }
+	c, err := worker.LoadConfigFrom(getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,11 +335,9 @@ func TestConcurrencyZeroMeansDefault(t *testing.T) {
 		t.Errorf("concurrency %d, run concurrency %d, save concurrency %d; want the defaults 64, 4 and 4", c.Concurrency, c.RunConcurrency, c.SaveConcurrency)
 	}
 	for _, name := range []string{"PYRULA_CONCURRENCY", "PYRULA_RUN_CONCURRENCY", "PYRULA_SAVE_CONCURRENCY"} {
-		t.Setenv("PYRULA_CONCURRENCY", "0")
-		t.Setenv("PYRULA_RUN_CONCURRENCY", "0")
-		t.Setenv("PYRULA_SAVE_CONCURRENCY", "0")
-		t.Setenv(name, "-1")
-		_, err := worker.LoadConfig()
+		env["PYRULA_CONCURRENCY"], env["PYRULA_RUN_CONCURRENCY"], env["PYRULA_SAVE_CONCURRENCY"] = "0", "0", "0"
+		env[name] = "-1"
+		_, err := worker.LoadConfigFrom(getenv)
 		if code, _ := messages.CodeOf(err); code != messages.InvalidOverrides || !strings.Contains(err.Error(), name+":") {
 			t.Errorf("%s=-1: %v, want invalid_overrides naming it", name, err)
 		}
@@ -385,7 +384,7 @@ func TestRunDeadLettered(t *testing.T) {
 	if d := dead[0].FieldValues; d["run_id"] != res.RunID || d["failures"] != "3" || !strings.Contains(d["error"], "injected store outage") {
 		t.Errorf("dead letter %v", d)
 	}
-	eventually(t, 10*time.Second, func() bool { return e.runsPending() == 0 })
+	testwait.Eventually(t, 10*time.Second, "nothing pending on the runs stream", func() bool { return e.runsPending() == 0 })
 	time.Sleep(time.Second)
 	if n := st.opens.Load(); n != 3 {
 		t.Errorf("%d attempts after the dead letter, want 3", n)
@@ -394,9 +393,13 @@ func TestRunDeadLettered(t *testing.T) {
 
 // A run longer than the reclaim idle time on a healthy worker is never
 // stolen by another worker of the group: its lease is renewed and its runs
-// entry touched every third of the lease.
+// entry touched every third of the lease. On Valkey and the Valkey Cluster.
 func TestLongRunNotStolen(t *testing.T) {
 	t.Parallel()
+	onServers(t, longRunNotStolen)
+}
+
+func longRunNotStolen(t *testing.T, setup newEnv) {
 	e := setup(t, nil, func(c *worker.Config) {
 		c.RunLease = 600 * time.Millisecond
 		c.ClaimIdle = 200 * time.Millisecond
@@ -501,7 +504,7 @@ func (e *env) xadd(msgID string) string {
 // pending one, not an undelivered one, not one another group has yet to
 // read), and deletes idle consumers without pending entries, never one with
 // pending entries.
-// It runs against real Valkey and the embedded server.
+// It runs against real Valkey, the Valkey Cluster and the embedded server.
 func TestTrimAndConsumerCleanup(t *testing.T) {
 	t.Parallel()
 	mod := func(c *worker.Config) {
@@ -514,6 +517,11 @@ func TestTrimAndConsumerCleanup(t *testing.T) {
 		t.Parallel()
 		gs := &gateStore{Store: memstore.New(memstore.Options{}), entered: make(chan string, 16)}
 		trimAndCleanup(t, setup(t, gs, mod), gs, true)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		gs := &gateStore{Store: memstore.New(memstore.Options{}), entered: make(chan string, 16)}
+		trimAndCleanup(t, setupWith(t, testenv.ValkeyClusterClient(t), gs, mod), gs, true)
 	})
 	t.Run("embedded", func(t *testing.T) {
 		t.Parallel()
@@ -543,7 +551,7 @@ func trimAndCleanup(t *testing.T, e *env, gs *gateStore, idleKnown bool) {
 	e.xadd("a2")
 	<-gs.entered
 	<-gs.entered
-	eventually(t, 10*time.Second, func() bool { return len(e.replies()) == 2 })
+	testwait.Eventually(t, 10*time.Second, "two replies", func() bool { return len(e.replies()) == 2 })
 	// b1 in flight (pending to c1), b2 pending to a consumer that never
 	// acks, b3 not delivered (c1 has no free slot), and an idle consumer
 	// with nothing pending.
@@ -561,7 +569,7 @@ func trimAndCleanup(t *testing.T, e *env, gs *gateStore, idleKnown bool) {
 		}
 	}
 	want := strings.Join([]string{b1, b2, b3}, " ")
-	eventually(t, 10*time.Second, func() bool {
+	testwait.Eventually(t, 10*time.Second, "the ghost consumer deleted and the stream trimmed", func() bool {
 		_, ghost := e.consumers(stream, group)["ghost"]
 		return !ghost && strings.Join(e.streamIDs(stream), " ") == want
 	})
@@ -578,7 +586,7 @@ func trimAndCleanup(t *testing.T, e *env, gs *gateStore, idleKnown bool) {
 		t.Fatal(err)
 	}
 	gs.open()
-	eventually(t, 10*time.Second, func() bool {
+	testwait.Eventually(t, 10*time.Second, "four replies and the stream trimmed to the last entry", func() bool {
 		_, holder := e.consumers(stream, group)["holder"]
 		return len(e.replies()) == 4 && (!holder || !idleKnown) && strings.Join(e.streamIDs(stream), " ") == b3
 	})
@@ -586,7 +594,7 @@ func trimAndCleanup(t *testing.T, e *env, gs *gateStore, idleKnown bool) {
 		t.Fatal(err)
 	}
 	c1 := e.xadd("c1")
-	eventually(t, 10*time.Second, func() bool { return len(e.replies()) == 5 })
+	testwait.Eventually(t, 10*time.Second, "five replies", func() bool { return len(e.replies()) == 5 })
 	time.Sleep(time.Second)
 	if got := strings.Join(e.streamIDs(stream), " "); got != b3+" "+c1 {
 		t.Fatalf("entries %s, want %s %s (group other has not read %s)", got, b3, c1, c1)
@@ -646,7 +654,7 @@ func TestRunsPendingNeverExceedRunConcurrency(t *testing.T) {
 			"source": map[string]any{"bundle": map[string]any{"fixture_hash": hashN(i)}}})
 	}
 	e.waitReplies(3)
-	eventually(t, 10*time.Second, func() bool { return st.opens.Load() >= 3 })
+	testwait.Eventually(t, 10*time.Second, "three opens of the bundle", func() bool { return st.opens.Load() >= 3 })
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if p := e.consumerPending(e.cfg.Namespace+":runs", "run-workers")["c1"]; p > 1 {
 			t.Fatalf("consumer c1 holds %d runs entries pending, over its run concurrency 1", p)
@@ -654,5 +662,5 @@ func TestRunsPendingNeverExceedRunConcurrency(t *testing.T) {
 	}
 	// And the parked runs are still retried (the one slot is not stuck).
 	n := st.opens.Load()
-	eventually(t, 10*time.Second, func() bool { return st.opens.Load() >= n+3 })
+	testwait.Eventually(t, 10*time.Second, "three more opens of the bundle", func() bool { return st.opens.Load() >= n+3 })
 }

@@ -1,12 +1,10 @@
 package worker
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 
 	"go.uber.org/zap"
 
@@ -103,7 +101,7 @@ func (x *executor) loadCase(ctx context.Context, b messages.RunCaseBody) (*bundl
 		if err != nil {
 			return nil, err
 		}
-		return readVerified(ctx, s, h)
+		return store.Load(ctx, s, h)
 	}
 	src := b.Source.Journal
 	if src == nil {
@@ -134,29 +132,6 @@ func (x *executor) loadCase(ctx context.Context, b messages.RunCaseBody) (*bundl
 	if src.ExpectedHash != "" && string(c.Hash()) != src.ExpectedHash {
 		return nil, messages.Errorf(messages.WhatifSourceChanged,
 			"the capture of run %s rebuilt from the journal hashes to %s, not the expected %s", src.RunID, c.Hash(), src.ExpectedHash)
-	}
-	return c, nil
-}
-
-// readVerified reads bundle h from s, verifying its hash (as `pyrula case
-// run` does): bundle_missing when it is not stored, bundle_corrupt when it
-// does not read back as h.
-func readVerified(ctx context.Context, s store.Store, h bundle.Hash) (*bundle.Canonical, error) {
-	rc, err := store.Get(ctx, s, h)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", h, err)
-	}
-	c, readErr := bundle.Read(rc, bundle.Options{})
-	_, drainErr := io.Copy(io.Discard, rc)
-	closeErr := rc.Close()
-	if err := cmp.Or(drainErr, closeErr); err != nil {
-		return nil, fmt.Errorf("read %s: %w", h, err)
-	}
-	if readErr != nil {
-		return nil, fmt.Errorf("read %s: %w", h, readErr)
-	}
-	if c.Hash() != h {
-		return nil, messages.Errorf(messages.BundleCorrupt, "stored bundle %s reads back as %s", h, c.Hash())
 	}
 	return c, nil
 }

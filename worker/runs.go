@@ -158,6 +158,15 @@ func (x *executor) readLoop(ctx, work context.Context) {
 		if ctx.Err() != nil {
 			return false
 		}
+		if isNoGroup(err) {
+			// The group or the stream was deleted: create it again and
+			// read on at once.
+			rerr := x.w.restoreGroup(ctx, x.w.runsPos, err)
+			if rerr == nil {
+				return true
+			}
+			err = rerr
+		}
 		x.w.healthy.Store(false)
 		x.w.log.Warn("read the runs stream", zap.Error(err))
 		ok := sleep(ctx, wait)
@@ -234,6 +243,9 @@ func (x *executor) readLoop(ctx, work context.Context) {
 			continue
 		}
 		wait = 100 * time.Millisecond
+		if len(entries) > 0 {
+			x.w.runsPos.saw(entries[len(entries)-1].ID)
+		}
 		for _, e := range entries {
 			x.dispatch(work, e)
 		}
@@ -362,6 +374,15 @@ func (x *executor) execute(ctx context.Context, e valkey.XRangeEntry) bool {
 	lease, err := x.w.journal.Acquire(ctx, journal.AcquireParams{RunID: runID, Owner: x.owner, TTL: x.w.cfg.RunLease})
 	switch {
 	case errors.Is(err, journal.ErrRunFinished):
+		// Finished, but perhaps not archived: its Finish could not reach
+		// the archive (PostgreSQL down), which left the entry pending.
+		// Seal again (a no-op for a run already archived) before the ack.
+		if serr := x.w.journal.Seal(ctx, runID); serr != nil {
+			if ctx.Err() == nil {
+				log.Warn("archive the finished run; left pending, to be archived when the archive is back", zap.Error(serr))
+			}
+			return false
+		}
 		return x.ack(ctx, e.ID)
 	case errors.Is(err, journal.ErrRunNotFound):
 		log.Warn("runs entry of a run that is not in the journal; acked")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/internal/testwait"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
 	"github.com/pyrula/caseworker/messages"
@@ -42,7 +43,7 @@ func runResult(t *testing.T, r messages.Reply) messages.RunResult {
 func (e *env) waitRun(runID string, limit time.Duration) []journal.Event {
 	e.t.Helper()
 	j := e.journalOf()
-	eventually(e.t, limit, func() bool {
+	testwait.Eventually(e.t, limit, "the run's terminal status", func() bool {
 		m, err := j.Meta(context.Background(), runID)
 		return err == nil && m.Status.Terminal()
 	})
@@ -106,7 +107,7 @@ func TestStartRun(t *testing.T) {
 	if string(got[1].Result) != string(got[0].Result) {
 		t.Errorf("duplicate reply %s, want %s", got[1].Result, got[0].Result)
 	}
-	eventually(t, 10*time.Second, func() bool { return e.runsPending() == 0 })
+	testwait.Eventually(t, 10*time.Second, "nothing pending on the runs stream", func() bool { return e.runsPending() == 0 })
 	n, err := e.client.Do(context.Background(), e.client.B().Xlen().Key(e.cfg.Namespace+":runs").Build()).AsInt64()
 	if err != nil || n != 1 {
 		t.Errorf("%d runs entries (%v), want 1", n, err)
@@ -153,7 +154,7 @@ func TestRunCaseFromBundle(t *testing.T) {
 			t.Errorf("%s ended %s %s, want run:error %s: %v", id, kind, code, want, events)
 		}
 	}
-	eventually(t, 10*time.Second, func() bool { return e.runsPending() == 0 })
+	testwait.Eventually(t, 10*time.Second, "nothing pending on the runs stream", func() bool { return e.runsPending() == 0 })
 }
 
 func TestRunCaseNoStore(t *testing.T) {
@@ -214,7 +215,7 @@ func TestRunResumedAfterWorkerDied(t *testing.T) {
 	e.send("k1", "start_run", map[string]any{"target_name": "checkout", "inputs": map[string]any{"delay_ms": 3000}})
 	res := runResult(t, e.waitReplies(1)[0])
 	j := e.journalOf()
-	eventually(t, 10*time.Second, func() bool {
+	testwait.Eventually(t, 10*time.Second, "the run's run:start event", func() bool {
 		events, _, err := j.Events(context.Background(), res.RunID)
 		return err == nil && count(events, "run:start") == 1
 	})
@@ -242,7 +243,7 @@ func TestRunResumedAfterWorkerDied(t *testing.T) {
 	if n := count(events, "run:start"); n != 1 {
 		t.Errorf("%d run:start events, want 1 (resumed, not restarted)", n)
 	}
-	eventually(t, 10*time.Second, func() bool { return e.runsPending() == 0 })
+	testwait.Eventually(t, 10*time.Second, "nothing pending on the runs stream", func() bool { return e.runsPending() == 0 })
 }
 
 // setupScripted is setup with a model client registered as "scripted" and

@@ -109,21 +109,35 @@ func (s *streamStats) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), streamStatsTimeout)
 	defer cancel()
 	c := src.client
-	cmds := make(valkey.Commands, 0, 2*len(src.streams)+1)
+	cmds := make(valkey.Commands, 0, 2*len(src.streams))
 	for _, st := range src.streams {
 		cmds = append(cmds,
 			c.B().XinfoGroups().Key(st.key).Build(),
 			c.B().Xpending().Key(st.key).Group(st.group).Build())
 	}
-	cmds = append(cmds, c.B().Time().Build())
-	// The client may hold a pipelined request past its context when the
-	// connection is stuck behind another command; the scrape does not wait
-	// for it beyond streamStatsTimeout.
-	done := make(chan []valkey.ValkeyResult, 1)
-	go func() { done <- c.DoMulti(ctx, cmds...) }()
+	// TIME goes apart from the streams' commands, at the same time: it has
+	// no key, and on a Valkey Cluster a DoMulti that mixes keyless commands
+	// with keys of several slots (the two streams) is refused by the
+	// client (it panics). There it is answered by any node, whose clock
+	// stands for the cluster's. The client may hold a pipelined request
+	// past its context when the connection is stuck behind another
+	// command; the scrape does not wait for it beyond streamStatsTimeout.
+	type replies struct {
+		streams []valkey.ValkeyResult
+		time    valkey.ValkeyResult
+	}
+	done := make(chan replies, 1)
+	go func() {
+		clock := make(chan valkey.ValkeyResult, 1)
+		go func() { clock <- c.Do(ctx, c.B().Time().Build()) }()
+		streams := c.DoMulti(ctx, cmds...)
+		done <- replies{streams: streams, time: <-clock}
+	}()
 	var res []valkey.ValkeyResult
+	var clock valkey.ValkeyResult
 	select {
-	case res = <-done:
+	case r := <-done:
+		res, clock = r.streams, r.time
 	case <-ctx.Done():
 		for _, st := range src.streams {
 			s.errors.WithLabelValues(st.label).Inc()
@@ -131,7 +145,7 @@ func (s *streamStats) Collect(ch chan<- prometheus.Metric) {
 		}
 		return
 	}
-	now, err := serverTime(res[len(res)-1])
+	now, err := serverTime(clock)
 	if err != nil {
 		now = time.Now() // the ages are then measured against this host's clock
 	}

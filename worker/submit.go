@@ -208,8 +208,13 @@ func (w *Worker) submit(ctx context.Context, env messages.Envelope, runID, prefi
 	case err != nil:
 		return nil, fmt.Errorf("submit run %s: %w", runID, err)
 	}
-	// A crash after this XADD and before the ack adds a second entry on
-	// redelivery; the executor finds the run leased or finished and acks it.
+	// The run's keys (tag {run_id}) and the runs stream are in two slots,
+	// on a Valkey Cluster on two nodes, so the creation and this XADD are
+	// two steps, in this order. A crash between them leaves the message
+	// pending: its redelivery finds the run created by the same message
+	// (ErrRunExists, submittedBy) and adds the entry then. A crash after
+	// this XADD and before the ack adds a second entry on redelivery; the
+	// executor finds the run leased or finished and acks it.
 	err = w.client.Do(ctx, w.client.B().Xadd().Key(w.runsStream()).Id("*").FieldValue().FieldValue(runField, runID).Build()).Error()
 	if err != nil {
 		return nil, fmt.Errorf("submit run %s to %s: %w", runID, w.runsStream(), err)

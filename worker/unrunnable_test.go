@@ -9,6 +9,7 @@ import (
 
 	"github.com/pyrula/caseworker/flow/examples"
 	"github.com/pyrula/caseworker/internal/testenv"
+	"github.com/pyrula/caseworker/internal/testwait"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/messages"
 )
@@ -68,5 +69,5 @@ func TestRunWithoutReadableTypeDeadLettered(t *testing.T) {
 			t.Errorf("dead letter %v", f)
 		}
 	}
-	eventually(t, 10*time.Second, func() bool { return e.runsPending() == 0 })
+	testwait.Eventually(t, 10*time.Second, "nothing pending on the runs stream", func() bool { return e.runsPending() == 0 })
 }

@@ -9,15 +9,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valkey-io/valkey-go"
 	"go.uber.org/zap"
 
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/journal"
-	"github.com/pyrula/caseworker/journal/pgarchive"
-	"github.com/pyrula/caseworker/journal/valkeyjournal"
+	jresolve "github.com/pyrula/caseworker/journal/resolve"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/store"
 	"github.com/pyrula/caseworker/store/resolve"
@@ -55,7 +53,7 @@ type Worker struct {
 	store       store.Store // nil: no fixture store
 	ownStore    bool
 	journal     journal.Journal
-	pool        *pgxpool.Pool
+	opened      *jresolve.Journal // the journal as opened, to close
 	givenStore  store.Store
 	givenClient valkey.Client
 
@@ -67,6 +65,10 @@ type Worker struct {
 	parked inflight      // entry ids left pending here after a failure, each keeping a slot
 	exec   *executor     // executes the runs stream
 	models modelClients  // live model clients by llm_ref
+
+	// casePos and runsPos are the consumer groups on the message and runs
+	// streams, with the newest entry id known delivered (group.go).
+	casePos, runsPos *groupPos
 
 	mu       sync.Mutex
 	started  bool
@@ -147,6 +149,13 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if err := w.exec.createGroup(ctx); err != nil {
 		return err
 	}
+	w.casePos = &groupPos{label: streamCase, stream: w.cfg.CaseStream, group: w.cfg.ConsumerGroup}
+	w.runsPos = &groupPos{label: streamRuns, stream: w.runsStream(), group: runsGroup}
+	for _, p := range []*groupPos{w.casePos, w.runsPos} {
+		if _, err := w.observeGroup(ctx, p); err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+	}
 	w.healthy.Store(true)
 	w.instrument()
 	readCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -184,22 +193,12 @@ func (w *Worker) open(ctx context.Context) error {
 		}
 		w.client, w.ownClient = c, true
 	}
-	jopts := valkeyjournal.Options{Namespace: w.cfg.Namespace, CompletedTTL: w.cfg.CompletedTTL}
-	if w.cfg.PostgresDSN != "" {
-		pool, err := pgxpool.New(ctx, w.cfg.PostgresDSN)
-		if err != nil {
-			return fmt.Errorf("worker: open the archive (PYRULA_POSTGRES_DSN): %w", err)
-		}
-		w.pool = pool
-		if err := pgarchive.Check(ctx, pool); err != nil {
-			return fmt.Errorf("worker: archive (PYRULA_POSTGRES_DSN): %w", err)
-		}
-		jopts.Archive = pgarchive.New(pool)
-	}
-	j, err := valkeyjournal.New(w.client, jopts)
+	j, err := jresolve.Open(ctx, jresolve.Config{URL: w.cfg.ValkeyURL, Client: w.client, Namespace: w.cfg.Namespace,
+		CompletedTTL: w.cfg.CompletedTTL, ArchiveDSN: w.cfg.PostgresDSN})
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
+	w.opened = j
 	w.journal = j
 	if w.givenStore != nil {
 		w.store = w.givenStore
@@ -308,9 +307,9 @@ func (w *Worker) closeResources() {
 		}
 		w.ownStore = false
 	}
-	if w.pool != nil {
-		w.pool.Close()
-		w.pool = nil
+	if w.opened != nil {
+		w.opened.Close()
+		w.opened = nil
 	}
 	if w.ownClient && w.client != nil {
 		w.client.Close()

@@ -20,6 +20,7 @@ import (
 	"github.com/pyrula/caseworker/flow/examples"
 	"github.com/pyrula/caseworker/flow/journallog"
 	"github.com/pyrula/caseworker/internal/testenv"
+	"github.com/pyrula/caseworker/internal/testwait"
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/store"
@@ -41,8 +42,8 @@ func setup(t *testing.T, st store.Store, mod func(*worker.Config)) *env {
 	return setupWith(t, testenv.ValkeyClient(t), st, mod)
 }
 
-// setupWith is setup on a given server connection (real Valkey, or the
-// embedded server of conformance_test.go).
+// setupWith is setup on a given server connection (real Valkey, the Valkey
+// Cluster, or the embedded server of conformance_test.go).
 func setupWith(t *testing.T, c valkey.Client, st store.Store, mod func(*worker.Config)) *env {
 	t.Helper()
 	return setupOn(t, c, st, mod, nil)
@@ -57,18 +58,18 @@ func setupRegistered(t *testing.T, st store.Store, mod func(*worker.Config), reg
 
 func setupOn(t *testing.T, c valkey.Client, st store.Store, mod func(*worker.Config), register func(*flow.Registry) error) *env {
 	t.Helper()
-	ns := testenv.UniqueName(t, "wk")
-	t.Cleanup(func() {
-		ctx := context.Background()
-		keys, _ := c.Do(ctx, c.B().Keys().Pattern(ns+":*").Build()).AsStrSlice()
-		for _, k := range keys {
-			c.Do(ctx, c.B().Del().Key(k).Build())
-		}
-	})
-	cfg := worker.Config{Namespace: ns, ConsumerName: "c1", Concurrency: 4, ClaimIdle: 100 * time.Millisecond, MaxDeliveries: 3}
+	cfg := worker.Config{Namespace: testenv.UniqueName(t, "wk"), ConsumerName: "c1", Concurrency: 4, ClaimIdle: 100 * time.Millisecond, MaxDeliveries: 3}
 	if mod != nil {
 		mod(&cfg)
 	}
+	ns := cfg.Namespace // mod may choose one (still the test's own)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := testenv.DeleteNamespace(ctx, c, ns); err != nil {
+			t.Logf("cleanup: %v", err)
+		}
+	})
 	reg := flow.NewRegistry()
 	if _, err := examples.Register(reg); err != nil {
 		t.Fatal(err)
@@ -133,7 +134,7 @@ func (e *env) replies() []messages.Reply {
 func (e *env) waitReplies(n int) []messages.Reply {
 	e.t.Helper()
 	var got []messages.Reply
-	eventually(e.t, 10*time.Second, func() bool { got = e.replies(); return len(got) >= n && e.pending() == 0 })
+	testwait.Eventually(e.t, 10*time.Second, "the replies, nothing pending", func() bool { got = e.replies(); return len(got) >= n && e.pending() == 0 })
 	if len(got) != n {
 		e.t.Fatalf("%d replies, want %d: %+v", len(got), n, got)
 	}
@@ -147,17 +148,6 @@ func (e *env) pending() int64 {
 	}
 	n, _ := res[0].AsInt64()
 	return n
-}
-
-func eventually(t *testing.T, limit time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", limit)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func wantReply(t *testing.T, r messages.Reply, status messages.ReplyStatus, code messages.Code) {
@@ -361,7 +351,7 @@ func TestGracefulStop(t *testing.T) {
 	<-st.entered
 	stopped := make(chan error, 1)
 	go func() { stopped <- e.w.Stop(context.Background()) }()
-	eventually(t, 5*time.Second, func() bool { return !e.w.Ready() })
+	testwait.Eventually(t, 5*time.Second, "the worker not ready", func() bool { return !e.w.Ready() })
 	close(st.release)
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
@@ -391,24 +381,35 @@ func TestStopBeforeStartAndConfig(t *testing.T) {
 }
 
 // TestWaitReplicasHoldsTheAck: with PYRULA_WAIT_REPLICAS above the replicas
-// the server has (the test Redis has none), WAIT comes back short, so the
-// message is neither answered nor acked: it stays pending to be retried.
+// the server has (the test Redis has none), WAIT comes back short after
+// PYRULA_WAIT_TIMEOUT, so the message is neither answered nor acked: it
+// stays pending to be retried, its last error saying why.
 func TestWaitReplicasHoldsTheAck(t *testing.T) {
 	t.Parallel()
 	e := setup(t, memstore.New(memstore.Options{}), func(c *worker.Config) {
 		c.WaitReplicas = 1
+		c.WaitTimeout = 100 * time.Millisecond
 		c.MaxDeliveries = 100
 	})
 	e.send("w1", "delete_case_bundle", map[string]any{"fixture_hash": zeroHash})
 	ctx := context.Background()
 	key := e.cfg.Namespace + ":msg:{w1}"
-	// The record is written (on the connection that then sends WAIT).
-	eventually(t, 5*time.Second, func() bool {
-		n, err := e.client.Do(ctx, e.client.B().Exists().Key(key).Build()).AsInt64()
-		return err == nil && n == 1
+	// The delivery failed once WAIT came back with 0 of 1 replicas: the
+	// worker kept that error for the message's dead letter. It comes after
+	// PYRULA_WAIT_TIMEOUT: well within 4.5 s, which the 5 s default would
+	// not be.
+	var lastErr string
+	testwait.Eventually(t, 4500*time.Millisecond, "the failed WAIT's error", func() bool {
+		v, err := e.client.Do(ctx, e.client.B().Get().Key(key+":error").Build()).ToString()
+		lastErr = v
+		return err == nil
 	})
-	// WAIT blocks up to 5 s and comes back with 0 of 1 replicas.
-	time.Sleep(6 * time.Second)
+	if want := "wait for replicas: 0 of 1 acknowledged"; !strings.Contains(lastErr, want) {
+		t.Fatalf("last error %q, want %q", lastErr, want)
+	}
+	if n, err := e.client.Do(ctx, e.client.B().Exists().Key(key).Build()).AsInt64(); err != nil || n != 1 {
+		t.Fatalf("idempotency record: %d, %v; want it written before the WAIT", n, err)
+	}
 	if got := e.replies(); len(got) != 0 {
 		t.Fatalf("replies without the replicas: %+v", got)
 	}

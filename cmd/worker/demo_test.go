@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -35,10 +36,10 @@ func demoLines(t *testing.T, r result) []demoLine {
 	return out
 }
 
-// TestDemo runs `worker demo` with no server at all (PYRULA_VALKEY_URL
-// points at a closed port, which the demo must not use) and checks the
-// replies and how each run ended, as docs/worker.md and the product page
-// say: a recorded run completes; it saves at the fork; the bundle run
+// TestDemo runs `worker demo --format json` with no server at all
+// (PYRULA_VALKEY_URL points at a closed port, which the demo must not use)
+// and checks the replies and how each run ended, as docs/worker.md and the
+// product page say: a recorded run completes; it saves at the fork; the bundle run
 // replay-only completes; the bundle run with
 // a changed input that the recorded prefix consumed stops prefix_diverged;
 // the same change from the start with its writes allowed completes; the
@@ -47,7 +48,7 @@ func TestDemo(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "cases")
 	start := time.Now()
-	r := run(t, 60*time.Second, []string{"PYRULA_VALKEY_URL=redis://127.0.0.1:" + closedPort(t) + "/0"}, "demo", "--store", dir, "--target", "checkout", "--change", "qty=5")
+	r := run(t, 60*time.Second, []string{"PYRULA_VALKEY_URL=redis://127.0.0.1:" + closedPort(t) + "/0"}, "demo", "--store", dir, "--target", "checkout", "--change", "qty=5", "--format", "json")
 	if r.code != 0 || r.stderr != "" {
 		t.Fatalf("want exit 0 and nothing on stderr\n%s", r)
 	}
@@ -149,6 +150,49 @@ func TestDemo(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, h[:2], h+".case")); err != nil {
 		t.Errorf("the saved bundle is not in --store: %v", err)
+	}
+}
+
+// TestDemoText runs `worker demo` with its default output, the readable
+// summary, and a temporary fixture store: one numbered line per step, then
+// what happened (the recorded run, the saved case with its hash, each case
+// run's outcome with its provenance counts or its divergence); no JSON
+// lines; and no name of the temporary directory, which is gone after exit.
+func TestDemoText(t *testing.T) {
+	t.Parallel()
+	tmp := t.TempDir()
+	r := run(t, 60*time.Second, []string{"TMPDIR=" + tmp, "PYRULA_VALKEY_URL=redis://127.0.0.1:" + closedPort(t) + "/0"}, "demo", "--target", "checkout", "--change", "qty=5")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("want exit 0 and nothing on stderr\n%s", r)
+	}
+	want := []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^1\. start_run: .*\n   run run_[0-9a-f]{16}: complete; [0-9]+ events, [0-9]+ calls$`),
+		regexp.MustCompile(`(?m)^2\. save_case: .*\n   saved case [0-9a-f]{64}: workflow checkout, forked after run_seq [0-9]+, [0-9]+ history events, [0-9]+ recorded results$`),
+		regexp.MustCompile(`(?m)^3\. run_case .*replay only.*\n   run case_[0-9a-f]{16}: complete; calls: 1 prefix \(verified\), [1-9][0-9]* reused, 0 simulated, 0 live, 0 changed$`),
+		regexp.MustCompile(`(?m)^4\. run_case .*\n   run case_[0-9a-f]{16}: error prefix_diverged at step:quote:0: its input changed \$\.qty$`),
+		regexp.MustCompile(`(?m)^5\. run_case .*\n   run case_[0-9a-f]{16}: complete; calls: 0 prefix \(verified\), [0-9]+ reused, 0 simulated, [0-9]+ live, [1-9][0-9]* changed$`),
+		regexp.MustCompile(`(?m)^6\. run_case .*\n   run case_[0-9a-f]{16}: error whatif_source_missing: .+$`),
+		regexp.MustCompile(`(?m)^Done: 6 steps, every reply ok and every run ended as announced\.$`),
+	}
+	for _, re := range want {
+		if !re.MatchString(r.stdout) {
+			t.Errorf("no line matches %s\n%s", re, r)
+		}
+	}
+	for _, l := range lines(r.stdout) {
+		if strings.HasPrefix(l, "{") || strings.HasPrefix(l, "event ") || strings.HasPrefix(l, "reply ") {
+			t.Errorf("a JSON line in the text output: %s", l)
+		}
+	}
+	if strings.Contains(r.stdout, tmp) {
+		t.Errorf("the output names the temporary directory %s, which the demo deletes\n%s", tmp, r)
+	}
+	left, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		t.Errorf("left in TMPDIR after exit: %s", e.Name())
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/pyrula/caseworker/internal/testenv"
+	"github.com/pyrula/caseworker/internal/testwait"
 )
 
 // randomHash is a bundle hash that no store holds.
@@ -71,7 +72,7 @@ func burst(t *testing.T, prefix string, n int) ([]any, map[string]int) {
 func waitAllReplied(t *testing.T, c valkey.Client, stream string, sent map[string]int, within time.Duration) {
 	t.Helper()
 	missing := len(sent)
-	eventually(t, within, "a reply to every message", func() bool {
+	testwait.Eventually(t, within, "a reply to every message", func() bool {
 		rs := allReplies(t, c, stream)
 		missing = 0
 		for id := range sent {
@@ -133,11 +134,11 @@ func TestSIGKILLWhileHandlingAMessage(t *testing.T) {
 		env := []string{"PYRULA_FIXTURE_STORE=" + dsn, "PYRULA_CLAIM_IDLE=500ms"}
 		a := startReady(t, workerEnv(url, ns, "a", env...)...)
 		sendAll(t, client, ns+":case-messages", []any{deleteBundle("kill-1", hash)})
-		eventually(t, 10*time.Second, "the message in flight on a", func() bool { return a.inFlight() == 1 })
+		testwait.Eventually(t, 10*time.Second, "the message in flight on a", func() bool { return a.inFlight() == 1 })
 		a.sigkill()
 
 		b := startReady(t, workerEnv(url, ns, "b", env...)...)
-		eventually(t, 10*time.Second, "b reclaiming the message", func() bool { return b.inFlight() == 1 })
+		testwait.Eventually(t, 10*time.Second, "b reclaiming the message", func() bool { return b.inFlight() == 1 })
 		if n := streamLen(client, ns+":case-replies"); n != 0 {
 			t.Fatalf("%d replies while the message is still blocked", n)
 		}
@@ -184,7 +185,7 @@ func TestSIGKILLWhileHandlingAMessage(t *testing.T) {
 		msgs, sent := burst(t, "m", 300)
 		sendAll(t, client, ns+":case-messages", msgs)
 		n := 0
-		eventually(t, 30*time.Second, "a handling messages mid-burst", func() bool {
+		testwait.Eventually(t, 30*time.Second, "a handling messages mid-burst", func() bool {
 			n = a.inFlight()
 			return n > 0 && streamLen(client, ns+":case-replies") >= 20
 		})
@@ -214,7 +215,7 @@ func TestSIGKILLInTheMiddleOfARun(t *testing.T) {
 	if runID == "" {
 		t.Fatalf("reply %+v, want an ok start_run", got[0])
 	}
-	eventually(t, 15*time.Second, "the run sleeping after its reserve step", func() bool {
+	testwait.Eventually(t, 15*time.Second, "the run sleeping after its reserve step", func() bool {
 		for _, e := range readJournal(t, client, ns, runID).events {
 			if e.Kind == "call:start" && e.Call != nil && e.Call.Kind == "sleep" {
 				return true
@@ -366,7 +367,7 @@ func TestStoreFailsUntilDeadLettered(t *testing.T) {
 	// number of deliveries. A dead-lettered message's reply is published
 	// before its dead-letter entry and its ack, so wait for those too.
 	var dead []valkey.XRangeEntry
-	eventually(t, 10*time.Second, "the dead letters and their acks", func() bool {
+	testwait.Eventually(t, 10*time.Second, "the dead letters and their acks", func() bool {
 		var err error
 		dead, err = client.Do(t.Context(), client.B().Xrange().Key(stream+":dead").Start("-").End("+").Build()).AsXRange()
 		if err != nil {
@@ -427,7 +428,7 @@ func TestSIGTERMDuringABurst(t *testing.T) {
 	msgs, sent := burst(t, "t", 300)
 	sendAll(t, client, ns+":case-messages", msgs)
 	n := 0
-	eventually(t, 30*time.Second, "a handling messages mid-burst", func() bool {
+	testwait.Eventually(t, 30*time.Second, "a handling messages mid-burst", func() bool {
 		n = a.inFlight()
 		return n > 0 && streamLen(client, ns+":case-replies") >= 20
 	})
@@ -467,7 +468,7 @@ func TestDuplicateRunsEntryExecutesOnce(t *testing.T) {
 	sendAll(t, client, stream, []any{checkoutRun("busy-0", 2500), checkoutRun("busy-1", 2500)})
 	got, last := readReplies(t, client, replies, "0", 2, 15*time.Second)
 	busy := []string{runResultID(got[0]), runResultID(got[1])}
-	eventually(t, 15*time.Second, "both runs sleeping", func() bool {
+	testwait.Eventually(t, 15*time.Second, "both runs sleeping", func() bool {
 		for _, id := range busy {
 			if readJournal(t, client, ns, id).callsDone()["step:reserve:0"] != 1 {
 				return false

@@ -25,6 +25,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/pyrula/caseworker/internal/testenv"
+	"github.com/pyrula/caseworker/internal/testwait"
 )
 
 // privateRedis is a redis-server of the test's own, on a free loopback port
@@ -165,7 +166,7 @@ func workerEnv(url, ns, consumer string, extra ...string) []string {
 func startReady(t *testing.T, env ...string) *daemon {
 	t.Helper()
 	d := startDaemon(t, env...)
-	eventually(t, 30*time.Second, "/readyz 200", func() bool {
+	testwait.Eventually(t, 30*time.Second, "/readyz 200", func() bool {
 		code, _, err := d.get("/readyz")
 		return err == nil && code == http.StatusOK
 	})
@@ -242,7 +243,7 @@ func streamLen(c valkey.Client, stream string) int64 {
 // waitLen waits until stream has at least n entries.
 func waitLen(t *testing.T, c valkey.Client, stream string, n int64, within time.Duration) {
 	t.Helper()
-	eventually(t, within, fmt.Sprintf("%d entries on %s (have %d)", n, stream, streamLen(c, stream)), func() bool {
+	testwait.Eventually(t, within, fmt.Sprintf("%d entries on %s (have %d)", n, stream, streamLen(c, stream)), func() bool {
 		return streamLen(c, stream) >= n
 	})
 }
@@ -415,23 +416,16 @@ func readJournal(t *testing.T, c valkey.Client, ns, runID string) runJournal {
 }
 
 // runIDs lists the ids of every run with an events stream in namespace ns
-// (child runs included), sorted.
+// (child runs included), sorted; on a cluster, from every node.
 func runIDs(t *testing.T, c valkey.Client, ns string) []string {
 	t.Helper()
-	var out []string
-	var cursor uint64
-	for {
-		se, err := c.Do(context.Background(), c.B().Scan().Cursor(cursor).Match(ns+":{*}:events").Count(1000).Build()).AsScanEntry()
-		if err != nil {
-			t.Fatalf("SCAN %s: %v", ns, err)
-		}
-		for _, k := range se.Elements {
-			id := strings.TrimSuffix(strings.TrimPrefix(k, ns+":{"), "}:events")
-			out = append(out, id)
-		}
-		if cursor = se.Cursor; cursor == 0 {
-			break
-		}
+	keys, err := testenv.ScanKeys(context.Background(), c, ns+":{*}:events") // every node of a cluster
+	if err != nil {
+		t.Fatalf("list the runs of %s: %v", ns, err)
+	}
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, strings.TrimSuffix(strings.TrimPrefix(k, ns+":{"), "}:events"))
 	}
 	sort.Strings(out)
 	return out
@@ -529,7 +523,7 @@ func pendingCount(t *testing.T, c valkey.Client, stream, group string) int64 {
 // acked.
 func waitNothingPending(t *testing.T, c valkey.Client, ns string, within time.Duration) {
 	t.Helper()
-	eventually(t, within, "nothing pending on the message and runs streams", func() bool {
+	testwait.Eventually(t, within, "nothing pending on the message and runs streams", func() bool {
 		return pendingCount(t, c, ns+":case-messages", "case-workers") == 0 &&
 			pendingCount(t, c, ns+":runs", "run-workers") == 0
 	})

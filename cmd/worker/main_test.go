@@ -24,6 +24,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/pyrula/caseworker/internal/testenv"
+	"github.com/pyrula/caseworker/internal/testwait"
 	"github.com/pyrula/caseworker/version"
 	"github.com/pyrula/caseworker/worker"
 )
@@ -395,18 +396,6 @@ func (d *daemon) get(path string) (int, string, error) {
 	return resp.StatusCode, string(b), err
 }
 
-// eventually polls cond every 20 ms until it is true or within has passed.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // xadd adds a message envelope to stream and returns the entry id.
 func xadd(t *testing.T, c valkey.Client, stream string, msg any) string {
 	t.Helper()
@@ -477,11 +466,11 @@ func TestServeHandlesMessagesAndStopsOnSIGTERM(t *testing.T) {
 	)
 
 	// Health, then readiness.
-	eventually(t, 10*time.Second, "/healthz 200", func() bool {
+	testwait.Eventually(t, 10*time.Second, "/healthz 200", func() bool {
 		code, _, err := d.get("/healthz")
 		return err == nil && code == http.StatusOK
 	})
-	eventually(t, 30*time.Second, "/readyz 200", func() bool {
+	testwait.Eventually(t, 30*time.Second, "/readyz 200", func() bool {
 		code, _, err := d.get("/readyz")
 		return err == nil && code == http.StatusOK
 	})
@@ -515,7 +504,7 @@ func TestServeHandlesMessagesAndStopsOnSIGTERM(t *testing.T) {
 
 	// Metrics.
 	var metrics string
-	eventually(t, 10*time.Second, "metrics counting the three messages", func() bool {
+	testwait.Eventually(t, 10*time.Second, "metrics counting the three messages", func() bool {
 		code, body, err := d.get("/metrics")
 		metrics = body
 		return err == nil && code == http.StatusOK &&
@@ -542,7 +531,7 @@ func TestServeHandlesMessagesAndStopsOnSIGTERM(t *testing.T) {
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Second, "/readyz not 200 after SIGTERM", func() bool {
+	testwait.Eventually(t, time.Second, "/readyz not 200 after SIGTERM", func() bool {
 		code, _, err := d.get("/readyz")
 		return err != nil || code != http.StatusOK
 	})
@@ -673,7 +662,7 @@ func TestSIGTERMWithAMessageInFlight(t *testing.T) {
 				"PYRULA_FIXTURE_STORE="+dsn,
 				"PYRULA_SHUTDOWN_GRACE="+grace.String(),
 			)
-			eventually(t, 30*time.Second, "/readyz 200", func() bool {
+			testwait.Eventually(t, 30*time.Second, "/readyz 200", func() bool {
 				code, _, err := d.get("/readyz")
 				return err == nil && code == http.StatusOK
 			})
@@ -681,7 +670,7 @@ func TestSIGTERMWithAMessageInFlight(t *testing.T) {
 				"message_id": "slow-1", "type": "delete_case_bundle",
 				"body": map[string]any{"fixture_hash": hash},
 			})
-			eventually(t, 10*time.Second, "the message in flight", func() bool {
+			testwait.Eventually(t, 10*time.Second, "the message in flight", func() bool {
 				_, body, err := d.get("/metrics")
 				return err == nil && strings.Contains(body, "pyrula_worker_messages_in_flight 1")
 			})
@@ -690,7 +679,7 @@ func TestSIGTERMWithAMessageInFlight(t *testing.T) {
 			if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, time.Second, "/readyz 503 while draining", func() bool {
+			testwait.Eventually(t, time.Second, "/readyz 503 while draining", func() bool {
 				code, _, err := d.get("/readyz")
 				return err == nil && code == http.StatusServiceUnavailable
 			})

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,6 +76,85 @@ func TestValkey(t *testing.T) {
 	acked, err := client.Do(c, client.B().Xack().Key(key).Group("g").Id(id).Build()).AsInt64()
 	if err != nil || acked != 1 {
 		t.Fatalf("XACK = %d, %v; want 1", acked, err)
+	}
+}
+
+// TestValkeyCluster checks the test cluster: a cluster client, every node
+// in cluster_state:ok, keys spread over more than one node, the server
+// refusing a command whose keys are in two slots, and ScanKeys and
+// DeleteNamespace seeing every node.
+func TestValkeyCluster(t *testing.T) {
+	t.Parallel()
+	c := testenv.ValkeyClusterClient(t)
+	cx := ctx(t)
+	nodes := c.Nodes()
+	if len(nodes) < 3 {
+		t.Fatalf("%d nodes, want the three masters at least", len(nodes))
+	}
+	for addr, n := range nodes {
+		info, err := n.Do(cx, n.B().ClusterInfo().Build()).ToString()
+		if err != nil || !strings.Contains(info, "cluster_state:ok") {
+			t.Fatalf("CLUSTER INFO on %s = %.60q, %v; want cluster_state:ok", addr, info, err)
+		}
+	}
+
+	ns := testenv.UniqueName(t, "pyrula-test-cluster")
+	const n = 64
+	want := make([]string, n)
+	cmds := make(valkey.Commands, n)
+	for i := range n {
+		want[i] = fmt.Sprintf("%s:k%02d", ns, i)
+		cmds[i] = c.B().Set().Key(want[i]).Value("v").Build()
+	}
+	t.Cleanup(func() { _ = testenv.DeleteNamespace(context.Background(), c, ns) })
+	for i, r := range c.DoMulti(cx, cmds...) {
+		if err := r.Error(); err != nil {
+			t.Fatalf("SET %s: %v", want[i], err)
+		}
+	}
+	holding := 0
+	for addr, node := range nodes {
+		keys, err := testenv.ScanKeys(cx, node, ns+":*")
+		if err != nil {
+			t.Fatalf("SCAN on %s: %v", addr, err)
+		}
+		if len(keys) > 0 {
+			holding++
+		}
+	}
+	if holding < 2 {
+		t.Fatalf("%d nodes hold the %d keys, want them spread over several", holding, n)
+	}
+	// Sent to one node as it is (its keys as plain arguments, which the
+	// client neither checks nor routes), a command over two slots is
+	// refused by the server.
+	slot := func(key string) int64 {
+		s, err := c.Do(cx, c.B().ClusterKeyslot().Key(key).Build()).AsInt64()
+		if err != nil {
+			t.Fatalf("CLUSTER KEYSLOT %s: %v", key, err)
+		}
+		return s
+	}
+	other := 1
+	for slot(want[other]) == slot(want[0]) {
+		other++
+	}
+	for _, node := range nodes {
+		err := node.Do(cx, node.B().Arbitrary("DEL").Args(want[0], want[other]).Build()).Error()
+		if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+			t.Fatalf("DEL of two keys in two slots = %v, want CROSSSLOT", err)
+		}
+		break
+	}
+	got, err := testenv.ScanKeys(cx, c, ns+":*")
+	if err != nil || strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("ScanKeys = %v, %v; want the %d keys", got, err, n)
+	}
+	if err := testenv.DeleteNamespace(cx, c, ns); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := testenv.ScanKeys(cx, c, ns+":*"); err != nil || len(got) != 0 {
+		t.Fatalf("after DeleteNamespace: %v, %v; want no key", got, err)
 	}
 }
 

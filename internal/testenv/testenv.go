@@ -1,6 +1,6 @@
 // Package testenv tells tests where the real services they need are running.
 //
-// Tests that touch Valkey, PostgreSQL or S3 talk to real servers (the README, "Development").
+// Tests that touch Valkey, PostgreSQL or S3 talk to real servers (docs/development.md).
 // scripts/test starts or reuses them and exports their addresses in the
 // environment variables named by the constants below. Without a variable a test
 // skips with a message naming it, unless services are required

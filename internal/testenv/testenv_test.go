@@ -34,9 +34,10 @@ func TestMissingVariableSkipsOrFails(t *testing.T) {
 		{name: "ci-explicitly-not-required", require: "0", ci: "true", wantFatal: false},
 	}
 	getters := map[string]func(testing.TB){
-		EnvValkeyURL:   func(tb testing.TB) { ValkeyURL(tb) },
-		EnvPostgresDSN: func(tb testing.TB) { PostgresDSN(tb) },
-		EnvS3Endpoint:  func(tb testing.TB) { S3(tb) },
+		EnvValkeyURL:        func(tb testing.TB) { ValkeyURL(tb) },
+		EnvValkeyClusterURL: func(tb testing.TB) { ValkeyClusterURL(tb) },
+		EnvPostgresDSN:      func(tb testing.TB) { PostgresDSN(tb) },
+		EnvS3Endpoint:       func(tb testing.TB) { S3(tb) },
 	}
 	for _, c := range cases {
 		for name, get := range getters {
@@ -63,6 +64,7 @@ func TestMissingVariableSkipsOrFails(t *testing.T) {
 
 func TestVariablesAreRead(t *testing.T) {
 	t.Setenv(EnvValkeyURL, "redis://127.0.0.1:1/0")
+	t.Setenv(EnvValkeyClusterURL, "redis://127.0.0.1:4?addr=127.0.0.1:5")
 	t.Setenv(EnvPostgresDSN, "postgres://u@127.0.0.1:2/test")
 	t.Setenv(EnvS3Endpoint, "http://127.0.0.1:3")
 	t.Setenv(EnvS3Region, "")
@@ -70,6 +72,9 @@ func TestVariablesAreRead(t *testing.T) {
 	t.Setenv(EnvS3SecretKey, "sk")
 	if got := ValkeyURL(t); got != "redis://127.0.0.1:1/0" {
 		t.Errorf("ValkeyURL = %q", got)
+	}
+	if got := ValkeyClusterURL(t); got != "redis://127.0.0.1:4?addr=127.0.0.1:5" {
+		t.Errorf("ValkeyClusterURL = %q", got)
 	}
 	if got := PostgresDSN(t); got != "postgres://u@127.0.0.1:2/test" {
 		t.Errorf("PostgresDSN = %q", got)

@@ -3,6 +3,7 @@ package valkeyjournal_test
 import (
 	"testing"
 
+	"github.com/pyrula/caseworker/internal/testenv"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/internal/archivetest"
 	"github.com/pyrula/caseworker/journal/journaltest"
@@ -20,4 +21,10 @@ func archiveFor(t *testing.T, ns string) journal.Archive { return archivetest.Ne
 // expire, and reads fall back to the archive.
 func TestConformanceWithArchive(t *testing.T) {
 	journaltest.Run(t, newHarness(valkeyjournal.Options{Archive: withArchive{}}))
+}
+
+// TestConformanceClusterWithArchive is TestConformanceWithArchive on a
+// Valkey Cluster.
+func TestConformanceClusterWithArchive(t *testing.T) {
+	journaltest.Run(t, newHarnessOn(testenv.ValkeyClusterClient, valkeyjournal.Options{Archive: withArchive{}}))
 }

@@ -19,34 +19,29 @@ func newClient(t testing.TB) valkey.Client {
 	return testenv.ValkeyClient(t)
 }
 
-// cleanup deletes every key of namespace ns when t ends.
+// cleanup deletes every key of namespace ns when t ends, on every node of
+// a cluster.
 func cleanup(t testing.TB, c valkey.Client, ns string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		var cursor uint64
-		for {
-			e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(ns+":*").Count(1000).Build()).AsScanEntry()
-			if err != nil {
-				t.Errorf("cleanup of %s: %v", ns, err)
-				return
-			}
-			for _, k := range e.Elements {
-				if err := c.Do(ctx, c.B().Del().Key(k).Build()).Error(); err != nil {
-					t.Errorf("cleanup of %s: %v", k, err)
-				}
-			}
-			if cursor = e.Cursor; cursor == 0 {
-				return
-			}
+		if err := testenv.DeleteNamespace(ctx, c, ns); err != nil {
+			t.Errorf("cleanup: %v", err)
 		}
 	})
 }
 
-// newHarness returns a Valkey journal in a namespace of its own.
+// newHarness returns a Valkey journal in a namespace of its own, on the
+// test Valkey.
 func newHarness(opts valkeyjournal.Options) func(t *testing.T) *journaltest.Harness {
+	return newHarnessOn(newClient, opts)
+}
+
+// newHarnessOn is newHarness on the server connect connects to (the test
+// Valkey, or the test Valkey Cluster).
+func newHarnessOn(connect func(testing.TB) valkey.Client, opts valkeyjournal.Options) func(t *testing.T) *journaltest.Harness {
 	return func(t *testing.T) *journaltest.Harness {
-		c := newClient(t)
+		c := connect(t)
 		o := opts
 		o.Namespace = testenv.UniqueName(t, "jt")
 		cleanup(t, c, o.Namespace)
@@ -111,4 +106,12 @@ func TestConformance(t *testing.T) {
 
 func TestConformanceShortTTL(t *testing.T) {
 	journaltest.Run(t, newHarness(valkeyjournal.Options{CompletedTTL: 90 * time.Second}))
+}
+
+// TestConformanceCluster runs the suite on a Valkey Cluster: every script
+// and every read transaction of a run touches only that run's keys, which
+// share the hash tag {run_id} and so one slot; a command over two slots
+// would be refused.
+func TestConformanceCluster(t *testing.T) {
+	journaltest.Run(t, newHarnessOn(testenv.ValkeyClusterClient, valkeyjournal.Options{}))
 }

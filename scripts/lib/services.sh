@@ -1,7 +1,8 @@
 # shellcheck shell=bash disable=SC2016
 # (SC2016: the single-quoted bash -c scripts expand their own arguments.)
 # Functions that reuse or start the servers the tests need (DESIGN.md §12):
-# Redis 7 as the Valkey server, PostgreSQL, and the Versity S3 gateway.
+# Redis 7 as the Valkey server, a private three-master Redis Cluster as the
+# Valkey Cluster, PostgreSQL, and the Versity S3 gateway.
 # Sourced by scripts/test, which must set TMP (a private temp dir) first and call
 # services_stop from an EXIT trap.
 #
@@ -13,6 +14,7 @@ VGW_VERSION=v1.8.0
 S3_TEST_BUCKET=pyrula-test
 
 REDIS_PID=""
+CLUSTER_PIDS=()
 PG_DATA=""
 PG_RUN=()
 PG_BINDIR=""
@@ -197,6 +199,95 @@ stop_valkey() {
 	REDIS_PID=""
 }
 
+# ---------------------------------------------------------------- Redis Cluster (Valkey Cluster)
+
+# ports_free PORT: nothing listens on 127.0.0.1:PORT nor on its cluster bus
+# port, PORT+10000.
+ports_free() { ! port_open "$1" && ! port_open $(($1 + 10000)); }
+
+# free_cluster_port FIRST: the first port from FIRST on that ports_free.
+free_cluster_port() {
+	local p=$1 i
+	for ((i = 0; i < 200; i++, p++)); do
+		if ports_free "$p"; then
+			echo "$p"
+			return 0
+		fi
+	done
+	die "no free port pair (port and port+10000) in $1..$p on 127.0.0.1"
+}
+
+# cluster_ok PORT...: every node answers CLUSTER INFO with cluster_state:ok.
+cluster_ok() {
+	local p
+	for p in "$@"; do
+		timeout 2 redis-cli -h 127.0.0.1 -p "$p" cluster info 2>/dev/null | grep -q '^cluster_state:ok' || return 1
+	done
+}
+
+# start_cluster_node PORT DIR: start one cluster-enabled redis-server on
+# 127.0.0.1:PORT with its files in DIR; print its pid once it answers.
+start_cluster_node() {
+	local port=$1 dir=$2
+	mkdir -p "$dir"
+	redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+		--cluster-enabled yes --cluster-config-file "$dir/nodes.conf" --cluster-node-timeout 5000 \
+		--cluster-announce-ip 127.0.0.1 \
+		--dir "$dir" --logfile "$dir/redis.log" --pidfile "$dir/redis.pid" </dev/null >>"$dir/redis.out" 2>&1 || true
+	wait_until 10 redis_up "$port" "$dir/redis.pid" || return 1
+	cat "$dir/redis.pid"
+}
+
+# start_valkey_cluster: a private three-master Redis Cluster on loopback
+# (no replicas), started every run from PYRULA_TEST_CLUSTER_PORT (default
+# 7001) up; exports PYRULA_TEST_VALKEY_CLUSTER_URL with every master, in the
+# form valkey-go's ParseURL reads (redis://HOST:PORT?addr=HOST:PORT&addr=…).
+start_valkey_cluster() {
+	if [[ -n ${PYRULA_TEST_VALKEY_CLUSTER_URL:-} ]]; then
+		log "valkey cluster: $PYRULA_TEST_VALKEY_CLUSTER_URL (from the environment)"
+		return
+	fi
+	local port=${PYRULA_TEST_CLUSTER_PORT:-7001} root=$TMP/cluster started pid i attempt
+	local ports=() addrs=() log_file=$TMP/cluster.log
+	started=$(now_ms)
+	if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
+		apt_install redis-server redis-tools
+	fi
+	mkdir -p "$root"
+	for i in 1 2 3; do
+		for attempt in 1 2 3 4 5; do
+			port=$(free_cluster_port "$port")
+			if pid=$(start_cluster_node "$port" "$root/$port"); then
+				CLUSTER_PIDS+=("$pid")
+				ports+=("$port")
+				addrs+=("127.0.0.1:$port")
+				port=$((port + 1))
+				break
+			fi
+			cat "$root/$port/redis.out" "$root/$port/redis.log" >>"$log_file" 2>/dev/null
+			if [[ -s $root/$port/redis.pid ]]; then # started but never answered
+				stop_pid "$(<"$root/$port/redis.pid")" "redis cluster node" >>"$log_file"
+			fi
+			port_open "$port" || die "cluster node $i did not start on 127.0.0.1:$port" "$log_file"
+			port=$((port + 1)) # someone else took the port meanwhile
+			((attempt < 5)) || die "cluster node $i: no port could be had" "$log_file"
+		done
+	done
+	redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >>"$log_file" 2>&1 ||
+		die "redis-cli --cluster create ${addrs[*]} failed" "$log_file"
+	wait_until 30 cluster_ok "${ports[@]}" || die "the cluster on ${addrs[*]} did not reach cluster_state:ok" "$log_file"
+	export PYRULA_TEST_VALKEY_CLUSTER_URL="redis://${addrs[0]}?addr=${addrs[1]}&addr=${addrs[2]}"
+	log "redis cluster $(redis_version "${ports[0]}" || true), three masters on ${addrs[*]} (started, pids ${CLUSTER_PIDS[*]}) in $(($(now_ms) - started)) ms"
+}
+
+stop_valkey_cluster() {
+	local pid
+	for pid in "${CLUSTER_PIDS[@]}"; do
+		stop_pid "$pid" "redis cluster node"
+	done
+	CLUSTER_PIDS=()
+}
+
 # ---------------------------------------------------------------- PostgreSQL
 
 pg_bindir() {
@@ -379,5 +470,6 @@ stop_s3() {
 services_stop() {
 	stop_s3
 	stop_postgres
+	stop_valkey_cluster
 	stop_valkey
 }

@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/pyrula/caseworker/bundle"
@@ -68,9 +69,10 @@ type Store struct {
 	// syncDir fsyncs a directory; tests replace it to see that it is called.
 	syncDir func(dir string) error
 	// Test hooks, nil outside tests.
-	afterLink    func(final string) // Put: after linking, before stamping
-	afterChtimes func(final string) // Put: after setting a time, before checking it
-	beforeRename func(final string) // DeleteBefore: after the first check
+	afterLink    func(final string)          // Put: after linking, before stamping
+	tempWriter   func(f io.Writer) io.Writer // Put: what the blob is copied through into the temp file
+	afterChtimes func(final string)          // Put: after setting a time, before checking it
+	beforeRename func(final string)          // DeleteBefore: after the first check
 }
 
 // Open opens the fixture store in dir, creating the directory (and its
@@ -192,23 +194,36 @@ func (s *Store) Put(ctx context.Context, hash bundle.Hash, blob io.Reader) (bool
 
 	shard := filepath.Dir(final)
 	if err := s.ensureShard(shard); err != nil {
-		return false, wrap("put", hash, err)
+		return false, wrap("put", hash, s.noSpace(err))
 	}
-	tmp, err := writeTemp(ctx, shard, hash, blob)
+	tmp, err := writeTemp(ctx, shard, hash, blob, s.tempWriter)
 	if err != nil {
-		return false, wrap("put", hash, err)
+		return false, wrap("put", hash, s.noSpace(err))
 	}
 	created, err := s.publish(ctx, tmp, final)
 	// The temp file is hidden whatever happens; failing to remove it only
 	// costs disk space, so it does not fail a Put that succeeded.
 	_ = os.Remove(tmp)
 	if err != nil {
-		return false, wrap("put", hash, err)
+		return false, wrap("put", hash, s.noSpace(err))
 	}
 	if err := s.syncDir(shard); err != nil {
 		return false, wrap("put", hash, fmt.Errorf("sync directory: %w", err))
 	}
 	return created, nil
+}
+
+// noSpace names a full file system (ENOSPC) or an exhausted quota
+// (EDQUOT) in err, which it still wraps: the write failed and left nothing
+// behind, and the next Put after space is freed succeeds.
+func (s *Store) noSpace(err error) error {
+	switch {
+	case errors.Is(err, syscall.ENOSPC):
+		return fmt.Errorf("no space left on the file system of %s (ENOSPC): %w", s.dir, err)
+	case errors.Is(err, syscall.EDQUOT):
+		return fmt.Errorf("disk quota exceeded on the file system of %s (EDQUOT): %w", s.dir, err)
+	}
+	return err
 }
 
 // publish links the written temp file to the final name and stamps the
@@ -260,15 +275,19 @@ func (s *Store) ensureShard(shard string) error {
 	}
 }
 
-// writeTemp writes blob to a new temp file in shard and fsyncs it. On error
-// it removes the file.
-func writeTemp(ctx context.Context, shard string, hash bundle.Hash, blob io.Reader) (string, error) {
+// writeTemp writes blob to a new temp file in shard (through through, when
+// set: a test hook) and fsyncs it. On error it removes the file.
+func writeTemp(ctx context.Context, shard string, hash bundle.Hash, blob io.Reader, through func(io.Writer) io.Writer) (string, error) {
 	name := filepath.Join(shard, tmpPrefix+hash.Short()+"-"+rand.Text())
 	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
 	if err != nil {
 		return "", err
 	}
-	_, err = io.Copy(f, store.ContextReader(ctx, blob))
+	var w io.Writer = f
+	if through != nil {
+		w = through(f)
+	}
+	_, err = io.Copy(w, store.ContextReader(ctx, blob))
 	if err == nil {
 		err = f.Sync()
 	}

@@ -28,9 +28,8 @@ const (
 
 // Errors of resolve.
 var (
-	// ErrNotBuilt means the URL names a backend that this version does not
-	// have yet (postgres and s3 come in a later version). The URL itself was
-	// valid.
+	// ErrNotBuilt means the URL names a backend that this binary does not
+	// have. The URL itself was valid.
 	ErrNotBuilt = errors.New("fixture store backend not built into this version")
 )
 

@@ -1,4 +1,4 @@
-// Package client is the platform side of the worker protocol (docs/worker.md):
+// Package client is the platform side of the worker protocol (docs/protocol.md):
 // it sends messages to the case stream, waits for their replies on a reply
 // stream and follows a run's events to its end. `pyrula enqueue`, `worker
 // demo` and the worker's tests use it; the Cloud platform does the same

@@ -19,25 +19,31 @@ import (
 )
 
 // TestMain checks for leaked goroutines, but for valkey-go's own delayed
-// retry of a closed client's connection, which sleeps out its backoff.
+// retry of a closed client's connection, which sleeps out its backoff, and
+// its cluster client's delayed close (5 s) of connections a slot map
+// refresh replaced.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/valkey-io/valkey-go.(*call).DelayDo.func1"))
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/valkey-io/valkey-go.(*call).DelayDo.func1"),
+		goleak.IgnoreAnyFunction("github.com/valkey-io/valkey-go.(*clusterClient)._refresh.func2"))
 }
 
-// servers runs f against real Valkey and the embedded server, each with a
-// namespace of its own. Here the test plays the worker: it reads the case
-// stream and writes replies and journal events itself.
+// servers runs f against real Valkey, a Valkey Cluster and the embedded
+// server, each with a namespace of its own. Here the test plays the
+// worker: it reads the case stream and writes replies and journal events
+// itself.
 func servers(t *testing.T, f func(t *testing.T, c valkey.Client, ns string)) {
 	t.Run("valkey", func(t *testing.T) {
 		t.Parallel()
-		c := testenv.ValkeyClient(t)
 		ns := testenv.UniqueName(t, "cl")
-		t.Cleanup(func() {
-			keys, _ := c.Do(context.Background(), c.B().Keys().Pattern(ns+":*").Build()).AsStrSlice()
-			for _, k := range keys {
-				c.Do(context.Background(), c.B().Del().Key(k).Build())
-			}
-		})
+		f(t, testenv.ValkeyClientAt(t, testenv.ValkeyURL(t), ns), ns)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		ns := testenv.UniqueName(t, "cl")
+		c := testenv.ValkeyClientAt(t, testenv.ValkeyClusterURL(t), ns)
+		if c.Mode() != valkey.ClientModeCluster {
+			t.Fatalf("%s is not a cluster", testenv.EnvValkeyClusterURL)
+		}
 		f(t, c, ns)
 	})
 	t.Run("embedded", func(t *testing.T) {

@@ -1,0 +1,204 @@
+package bundle
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/pyrula/caseworker/bundle/canonjson"
+)
+
+// canonicalHead is how canonical bundle bytes begin.
+const canonicalHead = `{"history":[`
+
+// readWhole is Read's fast path for input that is canonical already: a
+// blob a store or an export wrote (a zstd frame), or the plain canonical
+// JSON of `case export --json` and of Python tooling. Such input is read
+// whole into memory and checked in place by a canonjson.Scanner: no
+// tokens, no second buffer, the canonical bytes are the input's. It
+// applies only when the input starts as canonical bytes do; anything the
+// Scanner refuses on the way (white space, a key out of order, an escape
+// written another way, an error) goes to the general path over the bytes
+// already read, which gives the canonical form or the reason for refusing.
+// done is false when the fast path did not apply and nothing was consumed
+// but what br buffers.
+func readWhole(br *bufio.Reader, length int64, opts Options) (c *Canonical, err error, done bool) {
+	head, _ := br.Peek(len(canonicalHead))
+	var enc Encoding
+	var limit int64
+	switch {
+	case bytes.HasPrefix(head, zstdMagic):
+		// The compressed blob is read whole: it is far smaller than what it
+		// decompresses to.
+		enc, limit = EncodingZstd, opts.maxCanonical()
+	case string(head) == canonicalHead:
+		enc, limit = EncodingPlain, opts.maxCanonical()
+	default:
+		return nil, nil, false
+	}
+	if length > limit {
+		return nil, nil, false
+	}
+	raw, complete, err := readAtMost(br, length, limit)
+	if err != nil {
+		return nil, fmt.Errorf("bundle: read: %w", err), true
+	}
+	general := opts
+	general.general = true
+	if !complete {
+		// Too large for the fast path: the general path reads on.
+		c, err := Read(io.MultiReader(bytes.NewReader(raw), br), general)
+		return c, err, true
+	}
+	src := raw
+	if enc == EncodingZstd {
+		src, err = decompressAll(raw, opts.maxCanonical())
+		if err != nil {
+			c, err := Read(bytes.NewReader(raw), general)
+			return c, err, true
+		}
+	}
+	if c, ok := readCanonicalFast(src, opts); ok {
+		c.encoding = enc
+		return c, nil, true
+	}
+	src = nil
+	c, err = Read(bytes.NewReader(raw), general)
+	return c, err, true
+}
+
+// readAtMost reads r to its end when it holds at most limit bytes
+// (complete), else the first limit+1 bytes. length, when known, sizes the
+// buffer.
+func readAtMost(r io.Reader, length, limit int64) (data []byte, complete bool, err error) {
+	size := 64 << 10
+	if length > 0 {
+		size = int(length) + 1 // one more to see the end without growing
+	}
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			return buf, false, nil
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			return buf, true, nil
+		case err != nil:
+			return nil, false, err
+		}
+	}
+}
+
+// decompressAll decompresses a whole zstd blob with a pooled decoder, the
+// output sized from the frame header.
+func decompressAll(blob []byte, limit int64) ([]byte, error) {
+	var dst []byte
+	var h zstd.Header
+	if h.Decode(blob) == nil && h.HasFCS && h.FrameContentSize <= uint64(limit) {
+		dst = make([]byte, 0, h.FrameContentSize)
+	}
+	dec, err := getStoredDecoder()
+	if err != nil {
+		return nil, err
+	}
+	defer putStoredDecoder(dec)
+	out, err := dec.DecodeAll(blob, dst)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(out)) > limit {
+		return nil, canonjson.ErrTooLarge
+	}
+	return out, nil
+}
+
+// readCanonicalFast reads src, which starts with canonicalHead, as
+// canonical bundle bytes: history, manifest and results in that order,
+// results sorted, every value canonical. It validates them as the general
+// path does and uses src itself as the canonical buffer. ok is false on
+// anything unexpected, including every error: the general path then gives
+// the verdict.
+func readCanonicalFast(src []byte, opts Options) (c *Canonical, ok bool) {
+	maxCanonical := opts.maxCanonical()
+	if int64(len(src)) > maxCanonical {
+		return nil, false
+	}
+	s := canonjson.NewScanner(src)
+	if !s.Skip(canonicalHead) {
+		return nil, false
+	}
+	r := &reader{
+		buf:          src,
+		maxCanonical: maxCanonical,
+		topSeen:      map[string]bool{"history": true, "manifest": true, "results": true},
+		manifest:     map[string][]byte{},
+	}
+	r.histStart = s.Pos()
+	var hv historyVisitor
+	hvisit := hv.member
+	for i := 0; s.Peek() != ']'; i++ {
+		if (i > 0 && !s.Skip(",")) || s.Peek() != '{' {
+			return nil, false
+		}
+		start := s.Pos()
+		hv = historyVisitor{}
+		if _, err := s.Object(hvisit); err != nil {
+			return nil, false
+		}
+		r.addHistory(start, &hv)
+	}
+	r.histEnd = s.Pos()
+	if !s.Skip(`],"manifest":`) {
+		return nil, false
+	}
+	r.manStart = s.Pos()
+	if _, err := s.Object(r.manifestMember); err != nil {
+		return nil, false
+	}
+	r.manEnd = s.Pos()
+	if !s.Skip(`,"results":[`) {
+		return nil, false
+	}
+	r.resStart = s.Pos()
+	r.resultsSorted = true
+	rv := resultVisitor{r: r}
+	rvisit := rv.member
+	for i := 0; s.Peek() != ']'; i++ {
+		if (i > 0 && !s.Skip(",")) || s.Peek() != '{' {
+			return nil, false
+		}
+		start := s.Pos()
+		rv.f = resultFields{}
+		if _, err := s.Object(rvisit); err != nil {
+			return nil, false
+		}
+		if r.addResult(start, s.Pos(), &rv.f) != nil || !r.resultsSorted {
+			return nil, false
+		}
+	}
+	r.resEnd = s.Pos()
+	if !s.Skip(`]}`) || s.Pos() != len(src) {
+		return nil, false
+	}
+	c, err := r.finish()
+	if err != nil {
+		return nil, false
+	}
+	if opts.Compress {
+		var buf bytes.Buffer
+		if err := c.WriteBlob(&buf); err != nil {
+			return nil, false
+		}
+		c.blob = buf.Bytes()
+	}
+	return c, true
+}

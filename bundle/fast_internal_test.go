@@ -1,0 +1,80 @@
+package bundle
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+var fastGolden = []string{"workflow", "agent", "inputs_only"}
+
+// The fast path takes the canonical golden bundles, plain and compressed.
+func TestReadFastTakesCanonical(t *testing.T) {
+	for _, name := range fastGolden {
+		canon, err := os.ReadFile(filepath.Join("testdata", name+".canonical.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		canon = bytes.TrimRight(canon, "\n")
+		if _, ok := readCanonicalFast(canon, Options{}); !ok {
+			t.Errorf("%s: the fast path refused the canonical bytes", name)
+		}
+		for _, in := range [][]byte{canon, zstdOf(canon)} {
+			c, err := Read(bytes.NewReader(in), Options{})
+			if err != nil || !bytes.Equal(c.Bytes(), canon) {
+				t.Fatalf("%s: %v", name, err)
+			}
+			// The fast path keeps the input as the canonical buffer: the
+			// plain input is not copied.
+			if c.encoding == EncodingPlain && &c.buf[0] == &in[0] {
+				t.Fatalf("%s: canonical bytes alias the caller's input", name)
+			}
+		}
+	}
+}
+
+var testEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+
+func zstdOf(b []byte) []byte { return testEncoder.EncodeAll(b, nil) }
+
+// FuzzReadFast: Read with the fast path gives exactly what the general
+// path gives for the same input (plain and in a zstd frame): the same
+// canonical bytes, hash, summary, manifest and encoding, or the same error.
+//
+//	go test -run '^$' -fuzz FuzzReadFast -fuzztime 60s ./bundle/
+func FuzzReadFast(f *testing.F) {
+	for _, name := range fastGolden {
+		for _, form := range []string{".canonical.json", ".input.json"} {
+			b, err := os.ReadFile(filepath.Join("testdata", name+form))
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(bytes.TrimRight(b, "\n"))
+		}
+	}
+	f.Add([]byte(`{"history":[],"manifest":{},"results":[]}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		opts := Options{MaxCanonicalSize: 1 << 20, MaxInputSize: 4 << 20}
+		general := opts
+		general.general = true
+		for _, src := range [][]byte{in, zstdOf(in)} {
+			got, gotErr := Read(bytes.NewReader(src), opts)
+			want, wantErr := Read(bytes.NewReader(src), general)
+			if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+				t.Fatalf("fast path error %v, general path error %v", gotErr, wantErr)
+			}
+			if gotErr != nil {
+				continue
+			}
+			if !bytes.Equal(got.Bytes(), want.Bytes()) || got.Hash() != want.Hash() || got.Size() != want.Size() ||
+				got.Encoding() != want.Encoding() || !reflect.DeepEqual(got.Summary(), want.Summary()) ||
+				!reflect.DeepEqual(got.Manifest(), want.Manifest()) {
+				t.Fatalf("fast path differs:\n%s\n%s", got.Bytes(), want.Bytes())
+			}
+		}
+	})
+}

@@ -1,0 +1,469 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/replay"
+	"github.com/pyrula/caseworker/store"
+)
+
+// The statuses of a case test line.
+const (
+	suitePass  = "pass"
+	suiteFail  = "fail"
+	suiteError = "error"
+)
+
+// suiteCase is one case a suite found: a bundle file or a stored hash.
+type suiteCase struct {
+	file string      // the file's path; empty for a hash
+	hash bundle.Hash // the hash argument; empty for a file
+}
+
+// suiteLine is the {"type":"case"} line of one case of `case test`.
+type suiteLine struct {
+	Type string `json:"type"`
+	// File is the bundle file's path (null for a hash argument).
+	File *string `json:"file"`
+	// FixtureHash is null when the file could not be read as a bundle.
+	FixtureHash *string `json:"fixture_hash"`
+	// Target is null when the case could not be read.
+	Target *string `json:"target"`
+	// Status is pass, fail (the case ran and did not pass) or error (it
+	// could not run: an unreadable bundle, an unknown target).
+	Status string `json:"status"`
+	// RunStatus is the case run's status (complete, error, …), null when
+	// it did not run.
+	RunStatus *string `json:"run_status"`
+	// Code is the reason code: the run's (prefix_diverged,
+	// replay_diverged, runtime_error, …) or why it could not run
+	// (bundle_corrupt, bundle_missing, …); null for a pass, and for a run
+	// that completed but left recorded calls unconsumed.
+	Code *string `json:"code"`
+	// Reason is replay_diverged's reason: input_changed, unexpected_call
+	// or recorded_error.
+	Reason  *string `json:"reason"`
+	Message *string `json:"message"`
+	// StopKey is the call that stopped the run, as the outcome has it.
+	StopKey json.RawMessage `json:"stop_key"`
+	// Divergence is the call that left the recording, with both
+	// fingerprints and the field-level input diff.
+	Divergence *replay.Divergence `json:"divergence"`
+	// UnconsumedKeys are the recorded calls the run never made.
+	UnconsumedKeys []string `json:"unconsumed_keys"`
+	PrefixCalls    int      `json:"prefix_calls"`
+	Calls          int      `json:"calls"`
+	DurationMS     int64    `json:"duration_ms"`
+
+	// name is the case's name in the JUnit report (the file or the hash).
+	name     string
+	duration time.Duration
+}
+
+// suiteSummary is the last line of `case test`.
+type suiteSummary struct {
+	Type       string `json:"type"`
+	Cases      int    `json:"cases"`
+	Passed     int    `json:"passed"`
+	Failed     int    `json:"failed"`
+	Errors     int    `json:"errors"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// caseTestFlags are the flags of `case test`.
+type caseTestFlags struct {
+	target, junit string
+	parallel      int
+}
+
+// caseTestCmd is `case test PATH|HASH… [--target NAME] [--parallel N] [--junit FILE]`.
+func (a *app) caseTestCmd() *cobra.Command {
+	var f caseTestFlags
+	c := &cobra.Command{
+		Use:   "test PATH|HASH…",
+		Short: "Replay every case found replay-only: a suite for CI, with JUnit XML",
+		Long: `Case-runs every case found replay-only (no live calls, no model client)
+against its manifest's target_name (or --target), --parallel at a time. A
+PATH is a bundle file or a directory searched recursively for .case and
+.json files (directories whose names start with "." are skipped below it);
+a HASH is read from the fixture store.
+
+Prints one {"type":"case"} line per case, in the order found (file, fixture
+hash, target, status pass/fail/error, the run's code, reason, stop_key,
+divergence and unconsumed_keys), then one {"type":"summary"} line.
+--junit FILE also writes a JUnit XML report (one testcase per case, the
+divergence in the failure message).
+
+Exit 0 when every case passes; 3 when one failed or could not run; 1 when
+no case was found or for invalid input; 2 a refusal before any case ran
+(invalid_fixture_hash, no_fixture_store).`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("%s: missing argument PATH|HASH", cmd.CommandPath())
+			}
+			return nil
+		},
+	}
+	c.RunE = a.run(func(ctx context.Context, args []string) error {
+		return a.caseTest(ctx, args, f)
+	})
+	fl := c.Flags()
+	fl.StringVar(&f.target, "target", "", "run every case against this registered target (default each case's target_name)")
+	fl.IntVar(&f.parallel, "parallel", runtime.GOMAXPROCS(0), "how many cases run at once")
+	fl.StringVar(&f.junit, "junit", "", "also write a JUnit XML report to this file")
+	return c
+}
+
+func (a *app) caseTest(ctx context.Context, args []string, f caseTestFlags) error {
+	if f.parallel < 1 {
+		return fmt.Errorf("case test: --parallel %d: want 1 or more", f.parallel)
+	}
+	if f.target != "" {
+		if _, ok := a.registry().Lookup(f.target); !ok {
+			return fmt.Errorf("case test: no target %q is registered (see %s targets)", f.target, a.name())
+		}
+	}
+	if f.junit != "" {
+		if st, err := os.Stat(filepath.Dir(f.junit)); err != nil || !st.IsDir() {
+			return fmt.Errorf("case test: --junit %s: its directory does not exist", f.junit)
+		}
+	}
+	cases, err := findCases(args)
+	if err != nil {
+		return err
+	}
+	if len(cases) == 0 {
+		return fmt.Errorf("case test: no case found in %s (a case is a .case or .json bundle file, or a fixture hash)", strings.Join(args, " "))
+	}
+	if !slices.ContainsFunc(cases, func(c suiteCase) bool { return c.hash != "" }) {
+		return a.runSuite(ctx, cases, nil, f)
+	}
+	return a.withStore(ctx, func(s store.Store) error {
+		return a.runSuite(ctx, cases, s, f)
+	})
+}
+
+// findCases expands the arguments into cases, in order: a file as given, a
+// directory's .case and .json files in lexical order of their paths, a
+// hash. A path that does not exist is invalid input; an argument that is
+// neither a path nor a hash refuses with invalid_fixture_hash.
+func findCases(args []string) ([]suiteCase, error) {
+	var out []suiteCase
+	for _, arg := range args {
+		st, err := os.Stat(arg)
+		switch {
+		case err == nil && st.IsDir():
+			err := filepath.WalkDir(arg, func(path string, d fs.DirEntry, err error) error {
+				if err != nil {
+					return err
+				}
+				if d.IsDir() {
+					if path != arg && strings.HasPrefix(d.Name(), ".") {
+						return filepath.SkipDir
+					}
+					return nil
+				}
+				if ext := filepath.Ext(path); (ext == ".case" || ext == ".json") && d.Type().IsRegular() {
+					out = append(out, suiteCase{file: path})
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, fmt.Errorf("case test: %w", err)
+			}
+		case err == nil:
+			out = append(out, suiteCase{file: arg})
+		case looksLikePath(arg) || !errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("case test: %w", err)
+		default:
+			h, err := parseHash(arg)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, suiteCase{hash: h})
+		}
+	}
+	return out, nil
+}
+
+// runSuite runs the cases, at most f.parallel at once, prints their lines
+// in order as they finish and the summary, and writes the JUnit report.
+func (a *app) runSuite(ctx context.Context, cases []suiteCase, s store.Store, f caseTestFlags) error {
+	start := time.Now()
+	runCtx, stop := cancelOnInterrupt(ctx)
+	defer stop()
+	done := make([]chan suiteLine, len(cases))
+	for i := range done {
+		done[i] = make(chan suiteLine, 1)
+	}
+	slots := make(chan struct{}, f.parallel)
+	go func() {
+		for i, c := range cases {
+			slots <- struct{}{}
+			go func() {
+				defer func() { <-slots }()
+				done[i] <- a.testOne(runCtx, c, s, f.target)
+			}()
+		}
+	}()
+	lines := make([]suiteLine, 0, len(cases))
+	sum := suiteSummary{Type: "summary", Cases: len(cases)}
+	var emitErr error
+	for i := range cases {
+		line := <-done[i]
+		lines = append(lines, line)
+		switch line.Status {
+		case suitePass:
+			sum.Passed++
+		case suiteFail:
+			sum.Failed++
+		default:
+			sum.Errors++
+		}
+		if emitErr == nil {
+			emitErr = a.emit(line)
+		}
+	}
+	if emitErr != nil {
+		return emitErr
+	}
+	elapsed := time.Since(start)
+	sum.DurationMS = elapsed.Milliseconds()
+	if f.junit != "" {
+		if err := writeJUnit(f.junit, lines, sum, elapsed); err != nil {
+			return fmt.Errorf("case test: --junit: %w", err)
+		}
+	}
+	if err := a.emit(sum); err != nil {
+		return err
+	}
+	if sum.Passed != sum.Cases {
+		return exitStatus(messages.ExitRunFailed)
+	}
+	return nil
+}
+
+// testOne reads one case and runs it replay-only, timing both.
+func (a *app) testOne(ctx context.Context, c suiteCase, s store.Store, target string) suiteLine {
+	start := time.Now()
+	line := a.testCase(ctx, c, s, target)
+	line.duration = time.Since(start)
+	line.DurationMS = line.duration.Milliseconds()
+	return line
+}
+
+// testCase reads one case and runs it replay-only.
+func (a *app) testCase(ctx context.Context, c suiteCase, s store.Store, target string) suiteLine {
+	line := suiteLine{Type: "case", UnconsumedKeys: []string{}, StopKey: json.RawMessage("null")}
+	if c.file != "" {
+		line.File, line.name = strp(c.file), c.file
+	} else {
+		line.FixtureHash, line.name = strp(string(c.hash)), string(c.hash)
+	}
+	fail := func(err error) suiteLine {
+		line.Status = suiteError
+		msg := err.Error()
+		if e := messages.AsError(err); e != nil {
+			line.Code = strp(string(e.Code))
+			msg = cmp.Or(e.Message, msg)
+		}
+		line.Message = strp(Redact(oneLine(msg)))
+		return line
+	}
+	var cb *bundle.Canonical
+	var err error
+	if c.file != "" {
+		cb, err = readBundleFile("case test", c.file)
+	} else {
+		cb, err = store.Load(ctx, s, c.hash)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	line.FixtureHash = strp(string(cb.Hash()))
+	b, err := cb.Decode()
+	if err != nil {
+		return fail(err)
+	}
+	p := replay.Params{Bundle: b, Canonical: true, FixtureHash: string(cb.Hash()), Registry: a.registry(),
+		Log: flow.NewMemLog(), Target: target, RunID: "case_" + strings.TrimPrefix(newRunID(), "run_")}
+	p.ReplayOnly = true
+	if p.Target == "" {
+		p.Target = b.Manifest.TargetName
+	}
+	line.Target = strp(p.Target)
+	info, ok := p.Registry.Lookup(p.Target)
+	if !ok {
+		return fail(fmt.Errorf("no target %q is registered (see %s targets)", p.Target, a.name()))
+	}
+	if err := replay.CheckOptions(p.Options, info, b); err != nil {
+		return fail(err)
+	}
+	rep, err := replay.Run(ctx, p)
+	if err != nil {
+		return fail(err)
+	}
+	o := rep.Outcome
+	line.RunStatus = strp(string(o.Status))
+	line.PrefixCalls, line.Calls = o.PrefixCalls, len(rep.Calls)
+	if o.Code != "" {
+		line.Code = strp(o.Code)
+	}
+	if o.Reason != "" {
+		line.Reason = strp(o.Reason)
+	}
+	if o.Message != "" {
+		line.Message = strp(Redact(oneLine(o.Message)))
+	}
+	if len(o.StopKey) > 0 {
+		line.StopKey = o.StopKey
+	}
+	line.Divergence = o.Divergence
+	if o.UnconsumedKeys != nil {
+		line.UnconsumedKeys = *o.UnconsumedKeys
+	}
+	line.Status = suiteFail
+	if rep.ExitStatus() == messages.ExitOK {
+		line.Status = suitePass
+	} else if line.Message == nil && len(line.UnconsumedKeys) > 0 {
+		line.Message = strp(fmt.Sprintf("the run completed but never made %d recorded call(s): %s",
+			len(line.UnconsumedKeys), strings.Join(line.UnconsumedKeys, ", ")))
+	}
+	return line
+}
+
+// The JUnit XML report: the schema CI systems read (Jenkins, GitLab,
+// GitHub Actions' test reporters).
+type (
+	junitSuites struct {
+		XMLName  xml.Name     `xml:"testsuites"`
+		Name     string       `xml:"name,attr"`
+		Tests    int          `xml:"tests,attr"`
+		Failures int          `xml:"failures,attr"`
+		Errors   int          `xml:"errors,attr"`
+		Time     string       `xml:"time,attr"`
+		Suites   []junitSuite `xml:"testsuite"`
+	}
+	junitSuite struct {
+		Name      string      `xml:"name,attr"`
+		Tests     int         `xml:"tests,attr"`
+		Failures  int         `xml:"failures,attr"`
+		Errors    int         `xml:"errors,attr"`
+		Skipped   int         `xml:"skipped,attr"`
+		Time      string      `xml:"time,attr"`
+		Timestamp string      `xml:"timestamp,attr"`
+		Cases     []junitCase `xml:"testcase"`
+	}
+	junitCase struct {
+		Name      string        `xml:"name,attr"`
+		Classname string        `xml:"classname,attr"`
+		File      string        `xml:"file,attr,omitempty"`
+		Time      string        `xml:"time,attr"`
+		Failure   *junitProblem `xml:"failure,omitempty"`
+		Error     *junitProblem `xml:"error,omitempty"`
+	}
+	junitProblem struct {
+		Message string `xml:"message,attr"`
+		Type    string `xml:"type,attr"`
+		Text    string `xml:",cdata"`
+	}
+)
+
+// writeJUnit writes the report atomically.
+func writeJUnit(path string, lines []suiteLine, sum suiteSummary, elapsed time.Duration) error {
+	suite := junitSuite{Name: "pyrula case test", Tests: sum.Cases, Failures: sum.Failed, Errors: sum.Errors,
+		Time: seconds(elapsed), Timestamp: time.Now().UTC().Add(-elapsed).Format("2006-01-02T15:04:05"),
+		Cases: make([]junitCase, 0, len(lines))}
+	for _, l := range lines {
+		tc := junitCase{Name: l.name, Classname: "pyrula." + deref(l.Target), File: deref(l.File), Time: seconds(l.duration)}
+		if l.Target == nil {
+			tc.Classname = "pyrula"
+		}
+		if l.Status != suitePass {
+			body, err := json.MarshalIndent(l, "", "  ")
+			if err != nil {
+				return err
+			}
+			p := &junitProblem{Message: failureMessage(l), Type: cmp.Or(deref(l.Code), "unconsumed_keys"), Text: string(body)}
+			if l.Status == suiteError {
+				tc.Error = p
+			} else {
+				tc.Failure = p
+			}
+		}
+		suite.Cases = append(suite.Cases, tc)
+	}
+	doc := junitSuites{Name: suite.Name, Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors,
+		Time: suite.Time, Suites: []junitSuite{suite}}
+	_, err := writeFileAtomic(path, exportPerm, func(w io.Writer) error {
+		if _, err := io.WriteString(w, xml.Header); err != nil {
+			return err
+		}
+		enc := xml.NewEncoder(w)
+		enc.Indent("", "  ")
+		if err := enc.Encode(doc); err != nil {
+			return err
+		}
+		_, err := io.WriteString(w, "\n")
+		return err
+	})
+	return err
+}
+
+// failureMessage words a failed case on one line: the code and reason,
+// the diverging call with both fingerprints and the input paths that
+// differ, or the unconsumed calls.
+func failureMessage(l suiteLine) string {
+	var b strings.Builder
+	b.WriteString(cmp.Or(deref(l.Code), "unconsumed_keys"))
+	if l.Reason != nil {
+		fmt.Fprintf(&b, " (%s)", *l.Reason)
+	}
+	if d := l.Divergence; d != nil {
+		call := cmp.Or(d.Call, "(no call)")
+		fmt.Fprintf(&b, " at %s", call)
+		if d.RecordedCall != "" && d.RecordedCall != d.Call {
+			fmt.Fprintf(&b, ", recorded %s", d.RecordedCall)
+		}
+		if d.RecordedFingerprint != "" {
+			fmt.Fprintf(&b, ": recorded fingerprint %s", d.RecordedFingerprint)
+		}
+		if d.ActualFingerprint != "" {
+			fmt.Fprintf(&b, ", actual %s", d.ActualFingerprint)
+		}
+		if d.Diff != nil {
+			fmt.Fprintf(&b, "; input added %v, removed %v, changed %v", d.Diff.Added, d.Diff.Removed, d.Diff.Changed)
+			if len(d.Diff.Ignored) > 0 {
+				fmt.Fprintf(&b, ", ignored (volatile) %v", d.Diff.Ignored)
+			}
+		}
+		if d.RulesChanged != nil {
+			b.WriteString("; the code's volatile-field rules differ from the recorded ones")
+		}
+	} else if l.Message != nil {
+		fmt.Fprintf(&b, ": %s", *l.Message)
+	}
+	return b.String()
+}
+
+// seconds is a duration in seconds with millisecond precision, as JUnit
+// writes times.
+func seconds(d time.Duration) string { return fmt.Sprintf("%.3f", d.Seconds()) }

@@ -1,0 +1,56 @@
+package replay_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/bundle/volatile"
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/replay"
+)
+
+func TestDiffInputsVolatile(t *testing.T) {
+	t.Parallel()
+	rec := json.RawMessage(`{"items":[{"sku":"a","trace":"t1"}],"meta":{"ts":"1","who":"x"},"request_id":"r1","sku":"A"}`)
+	act := json.RawMessage(`{"items":[{"sku":"a","trace":"t2"}],"meta":{"ts":"2","who":"x"},"sku":"B","zone":"eu"}`)
+	rules, err := volatile.Compile(volatile.Spec{Fields: []string{"items[].trace", "meta.ts", "request_id"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := replay.DiffInputsVolatile(rec, act, rules)
+	if got := fmt.Sprint(d.Added, d.Removed, d.Changed, d.Ignored); got != "[$.zone] [] [$.sku] [$.items[0].trace $.meta.ts $.request_id]" {
+		t.Errorf("diff %s", got)
+	}
+	// Without rules it is DiffInputs, with no ignored list in its JSON.
+	plain := replay.DiffInputsVolatile(rec, act, nil)
+	raw, _ := json.Marshal(plain)
+	if want := `{"added":["$.zone"],"removed":["$.request_id"],"changed":["$.items[0].trace","$.meta.ts","$.sku"]}`; string(raw) != want {
+		t.Errorf("diff without rules %s, want %s", raw, want)
+	}
+	// Only volatile differences: nothing counts.
+	d = replay.DiffInputsVolatile(rec, json.RawMessage(`{"items":[{"sku":"a"}],"meta":{"who":"x"},"sku":"A"}`), rules)
+	if got := fmt.Sprint(d.Added, d.Removed, d.Changed, d.Ignored); got != "[] [] [] [$.items[0].trace $.meta.ts $.request_id]" {
+		t.Errorf("diff %s", got)
+	}
+	if replay.DiffInputsVolatile(json.RawMessage(`{`), act, rules) != nil {
+		t.Error("a diff of text that is not JSON")
+	}
+}
+
+// A Bundle built in Go whose recorded rules replay could not apply is
+// refused before the run starts.
+func TestRecordedRulesChecked(t *testing.T) {
+	t.Parallel()
+	b := record(t, "checkout", nil).bundleAt(0)
+	b.Manifest.Registration.Volatile = &bundle.Volatile{Steps: map[string][]string{"quote": {"a..b"}}}
+	_, err := replay.Run(context.Background(), replay.Params{Bundle: b, RunID: "case", Registry: newRegistry(t),
+		Log: flow.NewMemLog(), FixtureHash: "h"})
+	if code, _ := messages.CodeOf(err); code != messages.BundleCorrupt || !strings.Contains(err.Error(), `volatile.steps["quote"]: volatile path "a..b"`) {
+		t.Fatalf("want bundle_corrupt naming the rule, got %v", err)
+	}
+}
