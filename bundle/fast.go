@@ -193,12 +193,6 @@ func readCanonicalFast(src []byte, opts Options) (c *Canonical, ok bool) {
 	if err != nil {
 		return nil, false
 	}
-	if opts.Compress {
-		var buf bytes.Buffer
-		if err := c.WriteBlob(&buf); err != nil {
-			return nil, false
-		}
-		c.blob = buf.Bytes()
-	}
+	// The blob is not made here: WriteBlob and Blob compress as they write.
 	return c, true
 }

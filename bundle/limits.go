@@ -19,8 +19,9 @@ type Options struct {
 	// SizeHint is the expected canonical size, used to size buffers.
 	SizeHint int64
 	// Compress makes Read also compress the bundle into its zstd blob, on a
-	// second goroutine while it reads when the input is in canonical order
+	// second goroutine while it reads, when the input is in canonical order
 	// (saves and imports set it; WriteBlob and Blob then use that blob).
+	// Otherwise WriteBlob and Blob compress as they write.
 	Compress bool
 
 	// general skips the fast path for canonical input (Encode's input is

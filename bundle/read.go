@@ -18,6 +18,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle/canonjson"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // Canonical is a validated bundle held in canonical form, with its hash.
@@ -232,13 +233,9 @@ func Read(r io.Reader, opts Options) (*Canonical, error) {
 		return nil, classify(err, opts)
 	}
 	c.encoding = in.encoding
-	if opts.Compress && c.blob == nil {
-		var buf bytes.Buffer
-		if err := c.WriteBlob(&buf); err != nil {
-			return nil, err
-		}
-		c.blob = buf.Bytes()
-	}
+	// Without the pipeline (input out of canonical order) the blob is not
+	// made here: WriteBlob and Blob compress as they write, straight into
+	// the store, which never holds the whole blob in memory.
 	return c, nil
 }
 
@@ -534,14 +531,14 @@ func (v *historyVisitor) member(name, value []byte) error {
 		v.e.hasKind = true
 		// Canonical, so each kind is written one way only.
 		switch string(value) {
-		case `"call:start"`:
+		case `"` + string(runevent.CallStart) + `"`:
 			v.call = callStart
-		case `"call:done"`:
+		case `"` + string(runevent.CallDone) + `"`:
 			v.call = callDone
 		}
 		kind, ok := stringValue(value)
 		v.e.kindOK = ok && kind != ""
-		v.e.terminal = terminalKinds[kind]
+		v.e.terminal = runevent.Kind(kind).Terminal() // a history never holds one
 	}
 	return nil
 }

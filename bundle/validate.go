@@ -13,10 +13,8 @@ import (
 
 	"github.com/pyrula/caseworker/bundle/volatile"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 )
-
-// terminalKinds are the event kinds a bundle's history never holds.
-var terminalKinds = map[string]bool{"run:complete": true, "run:error": true, "run:cancelled": true}
 
 // manifestFields are the manifest keys of format 1, in canonical order.
 var manifestFields = []string{
@@ -163,9 +161,9 @@ const (
 
 func (k callEvent) String() string {
 	if k == callDone {
-		return "call:done"
+		return string(runevent.CallDone)
 	}
-	return "call:start"
+	return string(runevent.CallStart)
 }
 
 // callID is a call's identity kind:key, as results are keyed; the key is

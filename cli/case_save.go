@@ -60,6 +60,7 @@ bundle_too_large.`,
 }
 
 func (a *app) save(ctx context.Context, s store.Store, j journal.Journal, target, runID string, p capture.Params) error {
+	defer a.lowerGC()()
 	c, err := capture.FromJournal(ctx, j, capture.FromJournalParams{
 		Target: target, RunID: runID, Params: p,
 		Registration: func(target string) (bundle.Registration, error) {

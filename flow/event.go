@@ -4,41 +4,39 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 )
 
-// EventKind is the kind of a journal event.
-type EventKind string
+// EventKind is the kind of a run event: runevent.Kind, the one list of
+// kinds the runtime, the journals and the replay engine share.
+type EventKind = runevent.Kind
 
-// The event kinds of flow/README.md. The runtime writes run:start, call:start,
-// call:done and the terminal kinds; run:submitted, case:call and case:outcome
-// are written by other layers and kept as they are (Event.Extra).
+// The event kinds, as package runevent defines them. The runtime writes
+// run:start, call:start, call:done and the terminal kinds; run:submitted,
+// case:call and case:outcome are written by other layers and kept as they
+// are (Event.Extra).
 const (
-	EventRunSubmitted EventKind = "run:submitted"
-	EventRunStart     EventKind = "run:start"
-	EventCallStart    EventKind = "call:start"
-	EventCallDone     EventKind = "call:done"
-	EventCaseCall     EventKind = "case:call"
-	EventCaseOutcome  EventKind = "case:outcome"
-	EventRunComplete  EventKind = "run:complete"
-	EventRunError     EventKind = "run:error"
-	EventRunCancelled EventKind = "run:cancelled"
+	EventRunSubmitted = runevent.RunSubmitted
+	EventRunStart     = runevent.RunStart
+	EventCallStart    = runevent.CallStart
+	EventCallDone     = runevent.CallDone
+	EventCaseCall     = runevent.CaseCall
+	EventCaseOutcome  = runevent.CaseOutcome
+	EventRunComplete  = runevent.RunComplete
+	EventRunError     = runevent.RunError
+	EventRunCancelled = runevent.RunCancelled
 )
 
-// Terminal reports whether k ends a run: run:complete, run:error or
-// run:cancelled.
-func (k EventKind) Terminal() bool {
-	return k == EventRunComplete || k == EventRunError || k == EventRunCancelled
-}
-
-// TimeFormat is the layout of an event's "at": RFC 3339 in UTC with
-// microseconds, e.g. "2025-03-14T09:26:53.037512Z", the precision every
-// journal stores.
-const TimeFormat = "2006-01-02T15:04:05.000000Z07:00"
+// TimeFormat is the layout of an event's "at": runevent.TimeLayout, RFC 3339
+// in UTC with microseconds, e.g. "2025-03-14T09:26:53.037512Z", the
+// precision every journal stores.
+const TimeFormat = runevent.TimeLayout
 
 // Event is one journal event. Its JSON form is an object with run_seq, kind
 // and at, then the fields of its kind, exactly these:
@@ -103,14 +101,9 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	b.WriteByte('{')
 	first := true
 	field := func(name string, v any) error {
-		raw, ok := v.(json.RawMessage)
-		if !ok {
-			var err error
-			if raw, err = json.Marshal(v); err != nil {
-				return fmt.Errorf("flow: encode event field %s: %w", name, err)
-			}
-		} else if raw == nil {
-			raw = json.RawMessage("null")
+		raw, err := encodeValue(name, v)
+		if err != nil {
+			return err
 		}
 		if !first {
 			b.WriteByte(',')
@@ -122,21 +115,40 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		b.Write(raw)
 		return nil
 	}
+	var fields []kv
+	if e.RunSeq > 0 {
+		fields = append(fields, kv{"run_seq", e.RunSeq})
+	}
+	fields = append(fields, kv{"kind", e.Kind}, kv{"at", runevent.FormatTime(e.At)})
+	fields = e.members(fields)
+	// Keys in code-point order, as a journal stores every event, so that an
+	// event has one encoding wherever it is printed.
+	slices.SortFunc(fields, func(a, b kv) int { return strings.Compare(a.name, b.name) })
+	for _, f := range fields {
+		if err := field(f.name, f.v); err != nil {
+			return nil, err
+		}
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// kv is one member of an event's JSON object.
+type kv struct {
+	name string
+	v    any
+}
+
+// members appends to fields (which holds what is already written: run_seq,
+// kind, at) the members of e's kind and its Extra, unsorted: the one
+// definition of an event's field set, for MarshalJSON and Fields.
+func (e Event) members(fields []kv) []kv {
 	nullable := func(s string) any {
 		if s == "" {
 			return nil
 		}
 		return s
 	}
-	type kv struct {
-		name string
-		v    any
-	}
-	var fields []kv
-	if e.RunSeq > 0 {
-		fields = append(fields, kv{"run_seq", e.RunSeq})
-	}
-	fields = append(fields, kv{"kind", e.Kind}, kv{"at", e.At.UTC().Format(TimeFormat)})
 	switch e.Kind {
 	case EventRunStart:
 		fields = append(fields, kv{"inputs", e.Inputs}, kv{"code_version", e.CodeVersion})
@@ -168,16 +180,40 @@ func (e Event) MarshalJSON() ([]byte, error) {
 			fields = append(fields, kv{name, v})
 		}
 	}
-	// Keys in code-point order, as a journal stores every event, so that an
-	// event has one encoding wherever it is printed.
-	slices.SortFunc(fields, func(a, b kv) int { return strings.Compare(a.name, b.name) })
-	for _, f := range fields {
-		if err := field(f.name, f.v); err != nil {
+	return fields
+}
+
+// Fields returns the members of e's JSON object besides run_seq, kind and
+// at, by name: the fields of its kind and Extra, each value as MarshalJSON
+// writes it. A journal stores an event as these with its kind and at
+// (flow/journallog); EventOf is the inverse.
+func (e Event) Fields() (map[string]json.RawMessage, error) {
+	reserved := []kv{{"run_seq", nil}, {"kind", nil}, {"at", nil}}
+	members := e.members(reserved)[len(reserved):]
+	out := make(map[string]json.RawMessage, len(members))
+	for _, f := range members {
+		raw, err := encodeValue(f.name, f.v)
+		if err != nil {
 			return nil, err
 		}
+		out[f.name] = raw
 	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
+	return out, nil
+}
+
+// encodeValue is the JSON of the member name's value v: a raw value as it
+// is (nil as null), anything else with encoding/json.
+func encodeValue(name string, v any) (json.RawMessage, error) {
+	raw, ok := v.(json.RawMessage)
+	if !ok {
+		var err error
+		if raw, err = json.Marshal(v); err != nil {
+			return nil, fmt.Errorf("flow: encode event field %s: %w", name, err)
+		}
+	} else if raw == nil {
+		raw = json.RawMessage("null")
+	}
+	return raw, nil
 }
 
 // sortedCall is a call's identity as an event encodes it: keys in
@@ -202,6 +238,30 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return fmt.Errorf("flow: decode event: %w", err)
 	}
+	ev, err := decodeEvent(m, nil)
+	if err != nil {
+		return err
+	}
+	*e = ev
+	return nil
+}
+
+// EventOf returns the event with run_seq seq, kind and at whose other
+// members are fields (as a journal stores them): the inverse of Fields, and
+// the event UnmarshalJSON gives for the whole object. fields is not
+// modified; the event shares its values.
+func EventOf(seq int64, kind EventKind, at time.Time, fields map[string]json.RawMessage) (Event, error) {
+	m := maps.Clone(fields)
+	if m == nil {
+		m = map[string]json.RawMessage{}
+	}
+	return decodeEvent(m, &Event{RunSeq: seq, Kind: kind, At: at})
+}
+
+// decodeEvent decodes the members m of an event's object, taking out of m
+// what it decodes. With head nil it reads run_seq, kind and at from m;
+// else they are head's.
+func decodeEvent(m map[string]json.RawMessage, head *Event) (Event, error) {
 	var ev Event
 	take := func(name string, dst any) error {
 		raw, ok := m[name]
@@ -233,14 +293,18 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 		*dst = t
 		return nil
 	}
-	if err := take("run_seq", &ev.RunSeq); err != nil {
-		return err
-	}
-	if err := take("kind", &ev.Kind); err != nil {
-		return err
-	}
-	if err := takeTime("at", &ev.At); err != nil {
-		return err
+	if head != nil {
+		ev = *head
+	} else {
+		if err := take("run_seq", &ev.RunSeq); err != nil {
+			return Event{}, err
+		}
+		if err := take("kind", &ev.Kind); err != nil {
+			return Event{}, err
+		}
+		if err := takeTime("at", &ev.At); err != nil {
+			return Event{}, err
+		}
 	}
 	var errs []error
 	switch ev.Kind {
@@ -263,12 +327,11 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	}
 	for _, err := range errs {
 		if err != nil {
-			return err
+			return Event{}, err
 		}
 	}
 	if len(m) > 0 {
 		ev.Extra = m
 	}
-	*e = ev
-	return nil
+	return ev, nil
 }

@@ -7,49 +7,36 @@ import (
 	"time"
 
 	"github.com/pyrula/caseworker/journal/internal/wire"
+	"github.com/pyrula/caseworker/runevent"
 )
 
-// Event kinds of flow/README.md. A journal stores any non-empty kind; these are
-// the ones the runtime, the capture and the CLI write and read.
+// Kind is the kind of an event: runevent.Kind, the one list of kinds.
+type Kind = runevent.Kind
+
+// The event kinds, as package runevent defines them (documented there). A
+// journal stores any non-empty kind; these are the ones the runtime, the
+// capture and the CLI write and read. run:submitted is written by Create:
+// its fields are target_name plus whatever the submitter adds
+// (CreateParams.Fields).
 const (
-	// KindRunSubmitted is the first event of every run (run_seq 1), written
-	// by Create: the run was accepted. Fields: target_name, plus whatever
-	// the submitter adds (CreateParams.Fields).
-	KindRunSubmitted = "run:submitted"
-	// KindRunStart: the runtime started (or resumed) executing the run.
-	// Fields: inputs, code_version.
-	KindRunStart = "run:start"
-	// KindCallStart: a call began. Fields: call (see Call) and input.
-	KindCallStart = "call:start"
-	// KindCallDone: a call ended; its result record is appended with it.
-	// Fields: call, and for case runs provenance.
-	KindCallDone = "call:done"
-	// KindCaseCall is a case run's "call" line.
-	KindCaseCall = "case:call"
-	// KindCaseOutcome is a case run's "outcome" line.
-	KindCaseOutcome = "case:outcome"
-	// KindRunComplete is the terminal event of a run that completed.
-	KindRunComplete = "run:complete"
-	// KindRunError is the terminal event of a run that failed. Fields: code,
-	// message, stop_key, stop_token.
-	KindRunError = "run:error"
-	// KindRunCancelled is the terminal event of a cancelled run.
-	KindRunCancelled = "run:cancelled"
+	KindRunSubmitted = runevent.RunSubmitted
+	KindRunStart     = runevent.RunStart
+	KindCallStart    = runevent.CallStart
+	KindCallDone     = runevent.CallDone
+	KindCaseCall     = runevent.CaseCall
+	KindCaseOutcome  = runevent.CaseOutcome
+	KindRunComplete  = runevent.RunComplete
+	KindRunError     = runevent.RunError
+	KindRunCancelled = runevent.RunCancelled
 )
 
 // IsTerminal reports whether kind ends a run (run:complete, run:error,
 // run:cancelled). Only Finish writes terminal events, always last.
-func IsTerminal(kind string) bool {
-	switch kind {
-	case KindRunComplete, KindRunError, KindRunCancelled:
-		return true
-	}
-	return false
-}
+func IsTerminal(kind Kind) bool { return kind.Terminal() }
 
 // TerminalStatus is the status a run ends in after a terminal event of kind,
 // and false when kind is not terminal.
-func TerminalStatus(kind string) (Status, bool) {
+func TerminalStatus(kind Kind) (Status, bool) {
 	switch kind {
 	case KindRunComplete:
 		return StatusComplete, true
@@ -82,7 +69,7 @@ type Event struct {
 	// position.
 	RunSeq int64
 	// Kind is the event kind, such as KindCallStart.
-	Kind string
+	Kind Kind
 	// At is when the event happened, in UTC with microsecond precision.
 	// Zero in an event given to Append means now (by the journal's clock).
 	At time.Time
@@ -94,7 +81,7 @@ type Event struct {
 // NewEvent returns an event of kind whose Fields are the members of the JSON
 // object that fields marshals to (a struct or a map; nil for none). At is
 // left zero, to be stamped by the journal.
-func NewEvent(kind string, fields any) (Event, error) {
+func NewEvent(kind Kind, fields any) (Event, error) {
 	e := Event{Kind: kind}
 	if fields == nil {
 		return e, nil

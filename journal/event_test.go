@@ -87,7 +87,7 @@ func TestEventInvalid(t *testing.T) {
 
 func TestKinds(t *testing.T) {
 	t.Parallel()
-	for kind, want := range map[string]journal.Status{
+	for kind, want := range map[journal.Kind]journal.Status{
 		journal.KindRunComplete: journal.StatusComplete, journal.KindRunError: journal.StatusError, journal.KindRunCancelled: journal.StatusCancelled,
 	} {
 		if !journal.IsTerminal(kind) {
@@ -97,7 +97,7 @@ func TestKinds(t *testing.T) {
 			t.Errorf("TerminalStatus(%s) = %s, %v", kind, s, ok)
 		}
 	}
-	for _, kind := range []string{journal.KindRunSubmitted, journal.KindRunStart, journal.KindCallStart, journal.KindCallDone, journal.KindCaseCall, journal.KindCaseOutcome, "run:completed"} {
+	for _, kind := range []journal.Kind{journal.KindRunSubmitted, journal.KindRunStart, journal.KindCallStart, journal.KindCallDone, journal.KindCaseCall, journal.KindCaseOutcome, "run:completed"} {
 		if journal.IsTerminal(kind) {
 			t.Errorf("IsTerminal(%s) = true", kind)
 		}

@@ -81,7 +81,7 @@ func (w *Worker) deleteCaseBundle(ctx context.Context, raw json.RawMessage, cl c
 		case err != nil:
 			return nil, fmt.Errorf("stat %s: %w", h, err)
 		default:
-			do := func(cmd valkey.Completed) valkey.ValkeyResult { return w.batch.do(ctx, w.client, cmd) }
+			do := func(cmd valkey.Completed) valkey.ValkeyResult { return w.batch.Do(ctx, cmd) }
 			err := w.setRecord(do, cl.key, cl.bodyHash, startedRecord(cl.bodyHash, true)).Error()
 			if err != nil && !valkey.IsValkeyNil(err) {
 				return nil, fmt.Errorf("note the bundle in the idempotency record: %w", err)
@@ -112,7 +112,7 @@ func (w *Worker) deleteCaseBundle(ctx context.Context, raw json.RawMessage, cl c
 // bundleNoted reports whether the idempotency record at cl.key is the
 // started record of cl's body noting the bundle present.
 func (w *Worker) bundleNoted(ctx context.Context, cl claimed) (bool, error) {
-	cur, err := w.batch.do(ctx, w.client, w.client.B().Get().Key(cl.key).Build()).ToString()
+	cur, err := w.batch.Do(ctx, w.client.B().Get().Key(cl.key).Build()).ToString()
 	if valkey.IsValkeyNil(err) {
 		return false, nil
 	}

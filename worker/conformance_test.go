@@ -214,7 +214,7 @@ func confRunCaseBundle(t *testing.T, setup newEnv) {
 		"source": map[string]any{"bundle": map[string]any{"fixture_hash": zeroHash}}})
 	got := byID(e.waitReplies(3))
 	want := map[string]struct {
-		kind string
+		kind journal.Kind
 		code messages.Code
 	}{
 		"c1": {journal.KindRunComplete, ""},
@@ -245,7 +245,7 @@ func confRunCaseJournal(t *testing.T, setup newEnv) {
 		"source": map[string]any{"journal": map[string]any{"run_id": src, "expected_hash": zeroHash}}})
 	got := byID(e.waitReplies(3))
 	want := map[string]struct {
-		kind string
+		kind journal.Kind
 		code messages.Code
 	}{
 		"j1": {journal.KindRunComplete, ""},

@@ -141,7 +141,7 @@ func (w *Worker) writeRecord(ctx context.Context, out *outcome) error {
 		return nil
 	}
 	if w.cfg.WaitReplicas <= 0 {
-		return keep(w.setRecord(func(cmd valkey.Completed) valkey.ValkeyResult { return w.batch.do(ctx, w.client, cmd) }, out.key, out.bodyHash, rec))
+		return keep(w.setRecord(func(cmd valkey.Completed) valkey.ValkeyResult { return w.batch.Do(ctx, cmd) }, out.key, out.bodyHash, rec))
 	}
 	return w.client.Dedicated(func(c valkey.DedicatedClient) error {
 		if err := keep(w.setRecord(func(cmd valkey.Completed) valkey.ValkeyResult { return c.Do(ctx, cmd) }, out.key, out.bodyHash, rec)); err != nil {
@@ -458,7 +458,7 @@ func canonicalize(body []byte) ([]byte, error) {
 // (found) if any.
 func (w *Worker) claimRecord(ctx context.Context, messageID, bodyHash string) (record, bool, error) {
 	cmd := w.client.B().Set().Key(w.recordKey(messageID)).Value(startedRecord(bodyHash, false)).Nx().Get().Px(w.cfg.IdempotencyTTL).Build()
-	s, err := w.batch.do(ctx, w.client, cmd).ToString()
+	s, err := w.batch.Do(ctx, cmd).ToString()
 	if valkey.IsValkeyNil(err) {
 		return record{}, false, nil
 	}
@@ -505,7 +505,7 @@ func (w *Worker) publish(ctx context.Context, out *outcome) error {
 			return fmt.Errorf("encode the reply: %w", err)
 		}
 	}
-	if err := w.batch.do(ctx, w.client, w.client.B().Xadd().Key(out.replyTo).Id("*").FieldValue().FieldValue(messages.ReplyField, string(raw)).Build()).Error(); err != nil {
+	if err := w.batch.Do(ctx, w.client.B().Xadd().Key(out.replyTo).Id("*").FieldValue().FieldValue(messages.ReplyField, string(raw)).Build()).Error(); err != nil {
 		return fmt.Errorf("publish the reply to %s: %w", out.replyTo, err)
 	}
 	return nil
@@ -513,10 +513,10 @@ func (w *Worker) publish(ctx context.Context, out *outcome) error {
 
 // ackEntry XACKs entry entryID of the message stream.
 func (w *Worker) ackEntry(ctx context.Context, entryID string) error {
-	if err := w.batch.ack(ctx, w.client, w.cfg.CaseStream, w.cfg.ConsumerGroup, entryID); err != nil {
+	if err := w.batch.Ack(ctx, w.cfg.CaseStream, w.cfg.ConsumerGroup, entryID); err != nil {
 		return fmt.Errorf("ack %s: %w", entryID, err)
 	}
-	w.active.acked(entryID) // its slot is free again (consume.go)
+	w.cases.Active.Acked(entryID) // its slot is free again (consume.go)
 	w.healthy.Store(true)
 	return nil
 }
@@ -526,7 +526,7 @@ func (w *Worker) ackEntry(ctx context.Context, entryID string) error {
 func (w *Worker) noteError(ctx context.Context, messageID string, cause error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
-	err := w.batch.do(ctx, w.client, w.client.B().Set().Key(w.errorKey(messageID)).Value(cause.Error()).Px(w.cfg.IdempotencyTTL).Build()).Error()
+	err := w.batch.Do(ctx, w.client.B().Set().Key(w.errorKey(messageID)).Value(cause.Error()).Px(w.cfg.IdempotencyTTL).Build()).Error()
 	if err != nil {
 		w.log.Warn("keep the last error", zap.String("message_id", messageID), zap.Error(err))
 	}
@@ -552,7 +552,7 @@ func (w *Worker) deadLetter(ctx context.Context, e valkey.XRangeEntry, deliverie
 	validID := checkMessageID(env.MessageID) == nil
 	lastErr := "unknown (the failure was not recorded)"
 	if validID {
-		if s, err := w.batch.do(ctx, w.client, w.client.B().Get().Key(w.errorKey(env.MessageID)).Build()).ToString(); err == nil {
+		if s, err := w.batch.Do(ctx, w.client.B().Get().Key(w.errorKey(env.MessageID)).Build()).ToString(); err == nil {
 			lastErr = s
 		}
 	}
@@ -579,7 +579,7 @@ func (w *Worker) deadLetter(ctx context.Context, e valkey.XRangeEntry, deliverie
 		log.Warn("reply to a dead letter; the message stays pending", zap.Error(err))
 		return
 	}
-	err := w.batch.do(ctx, w.client, w.client.B().Xadd().Key(dead).Id("*").FieldValue().
+	err := w.batch.Do(ctx, w.client.B().Xadd().Key(dead).Id("*").FieldValue().
 		FieldValue(messages.MessageField, raw).FieldValue("error", lastErr).
 		FieldValue("deliveries", strconv.FormatInt(deliveries, 10)).FieldValue("entry_id", e.ID).
 		FieldValue("reply_status", string(out.reply.Status)).Build()).Error()

@@ -7,6 +7,8 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 	"go.uber.org/zap"
+
+	"github.com/pyrula/caseworker/worker/internal/consumer"
 )
 
 // touchScript resets the idle time of the entries ARGV[3..] of stream
@@ -33,7 +35,7 @@ return n
 const touchBatch = 100
 
 // keepAliveLoop touches the message stream entries this worker is handling
-// (w.active) every third of ClaimIdle until ctx is done, so that a handler
+// (w.cases.Active) every third of ClaimIdle until ctx is done, so that a handler
 // that outlives ClaimIdle (a large save_case, a slow store) keeps its entry
 // idle less than ClaimIdle and no other worker of the group reclaims it
 // while this one is alive: the work runs once and is answered once. Parked
@@ -43,7 +45,7 @@ const touchBatch = 100
 func (w *Worker) keepAliveLoop(ctx context.Context) {
 	every := max(w.cfg.ClaimIdle/3, 10*time.Millisecond)
 	failing := false
-	for sleep(ctx, every) {
+	for consumer.Sleep(ctx, every) {
 		err := w.touchActive(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:
@@ -58,7 +60,7 @@ func (w *Worker) keepAliveLoop(ctx context.Context) {
 
 // touchActive is one pass of keepAliveLoop.
 func (w *Worker) touchActive(ctx context.Context) error {
-	ids := w.active.list()
+	ids := w.cases.Active.List()
 	for len(ids) > 0 {
 		n := min(len(ids), touchBatch)
 		args := append([]string{w.cfg.ConsumerGroup, w.cfg.ConsumerName}, ids[:n]...)

@@ -18,6 +18,7 @@ import (
 	"github.com/pyrula/caseworker/flow/journallog"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/worker/internal/consumer"
 )
 
 // executor executes the runs submitted on the runs stream: at most
@@ -26,16 +27,17 @@ import (
 // whose worker died stays pending, is reclaimed (XAUTOCLAIM) once idle and
 // resumed from its journal.
 type executor struct {
-	w      *Worker
-	log    *journallog.Log
-	owner  string
-	slots  chan struct{}
-	active inflight
-	parked inflight // entries left pending here, each keeping its slot
+	w     *Worker
+	log   *journallog.Log
+	owner string
+	// runs reads the runs stream with RunConcurrency slots: its Active set
+	// holds the entries executing here, its Parked set those left pending
+	// here, each keeping its slot.
+	runs *consumer.Consumer
 	// running holds the runs executing here: the lease owner is this
 	// process, so the lease cannot keep a second runs entry of the same
 	// run (a redelivered submission adds one) from executing it at once.
-	running inflight
+	running consumer.Set
 }
 
 // newExecutor returns the executor of w, with a lease owner unique to this
@@ -50,7 +52,12 @@ func newExecutor(w *Worker) (*executor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	return &executor{w: w, log: l, owner: owner, slots: make(chan struct{}, w.cfg.RunConcurrency)}, nil
+	runs, err := consumer.New(consumer.Config{Stream: w.runsStream(), Group: runsGroup, Consumer: w.cfg.ConsumerName,
+		Slots: w.cfg.RunConcurrency}, consumer.Deps{Client: w.client})
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	return &executor{w: w, log: l, owner: owner, runs: runs}, nil
 }
 
 // runIdle is how long a runs entry must be idle before another worker
@@ -68,57 +75,34 @@ func (x *executor) createGroup(ctx context.Context) error {
 	return nil
 }
 
-func (x *executor) tryAcquire() bool {
-	select {
-	case x.slots <- struct{}{}:
-		return true
-	default:
-		return false
-	}
-}
-
-func (x *executor) release() { <-x.slots }
-
 // acquireOrRetry takes one slot, waiting until one is free or ctx is done.
 // Every `every` without a free slot it checks the parked entries, which
-// hold the slots: those gone to another worker free theirs (reconcile), and
+// hold the slots: those gone to another worker free theirs (Reconcile), and
 // those idle at least runIdle are claimed again and executed with their own
 // slot (retryParked). Without this, with every slot parked, the read loop
 // would never reach its reclaim pass again; taking a parked entry's slot
 // instead would let the consumer hold more pending entries than slots.
 func (x *executor) acquireOrRetry(ctx, work context.Context, every time.Duration) bool {
-	for {
-		t := time.NewTimer(every)
-		select {
-		case x.slots <- struct{}{}:
-			t.Stop()
-			return true
-		case <-ctx.Done():
-			t.Stop()
-			return false
-		case <-t.C:
-			if err := x.reconcile(ctx); err != nil && ctx.Err() == nil {
-				x.w.log.Warn("check parked runs entries", zap.Error(err))
-			}
-			if err := x.retryParked(ctx, work); err != nil && ctx.Err() == nil {
-				x.w.log.Warn("retry parked runs entries", zap.Error(err))
-			}
+	return x.runs.AcquireEvery(ctx, every, func() {
+		if err := x.runs.Reconcile(ctx); err != nil && ctx.Err() == nil {
+			x.w.log.Warn("check parked runs entries", zap.Error(err))
 		}
-	}
+		if err := x.retryParked(ctx, work); err != nil && ctx.Err() == nil {
+			x.w.log.Warn("retry parked runs entries", zap.Error(err))
+		}
+	})
 }
 
 // retryParked XCLAIMs again each parked entry idle at least runIdle and
 // executes it with the slot it holds.
 func (x *executor) retryParked(ctx, work context.Context) error {
-	c := x.w.client
-	for _, id := range x.parked.list() {
-		entries, err := c.Do(ctx, c.B().Xclaim().Key(x.w.runsStream()).Group(runsGroup).Consumer(x.w.cfg.ConsumerName).
-			MinIdleTime(strconv.FormatInt(x.runIdle().Milliseconds(), 10)).Id(id).Build()).AsXRange()
+	for _, id := range x.runs.Parked.List() {
+		entries, err := x.runs.Claim(ctx, id, x.runIdle())
 		if err != nil {
 			return fmt.Errorf("XCLAIM %s %s: %w", x.w.runsStream(), id, err)
 		}
-		if len(entries) == 0 || len(entries[0].FieldValues) == 0 || !x.parked.remove(id) {
-			continue // not idle long enough yet, or gone (reconcile frees it)
+		if len(entries) == 0 || len(entries[0].FieldValues) == 0 || !x.runs.Parked.Remove(id) {
+			continue // not idle long enough yet, or gone (Reconcile frees it)
 		}
 		x.w.metrics.redeliveries.Inc()
 		x.dispatch(work, entries[0])
@@ -132,20 +116,18 @@ func (x *executor) retryParked(ctx, work context.Context) error {
 // is parked with its slot until it is reclaimed, here or by another worker,
 // so that this consumer never holds more runs entries than RunConcurrency.
 func (x *executor) dispatch(work context.Context, e valkey.XRangeEntry) {
-	if !x.active.add(e.ID) {
-		x.release()
+	if !x.runs.Active.Add(e.ID) {
+		x.runs.Release()
 		return
 	}
 	x.w.handlers.Add(1)
 	go func() {
 		defer x.w.handlers.Done()
 		if x.execute(work, e) || work.Err() != nil {
-			x.active.remove(e.ID)
-			x.release()
+			x.runs.Done(e.ID)
 			return
 		}
-		x.parked.add(e.ID) // before leaving active, so reclaim never sees neither
-		x.active.remove(e.ID)
+		x.runs.Park(e.ID)
 	}()
 }
 
@@ -153,30 +135,15 @@ func (x *executor) dispatch(work context.Context, e valkey.XRangeEntry) {
 // and every quarter of runIdle reclaims idle entries of any consumer,
 // never holding more than RunConcurrency in flight. It ends when ctx is done.
 func (x *executor) readLoop(ctx, work context.Context) {
-	wait := 100 * time.Millisecond
+	c := x.runs
+	var backoff consumer.Backoff
 	fail := func(err error) bool {
-		if ctx.Err() != nil {
-			return false
-		}
-		if isNoGroup(err) {
-			// The group or the stream was deleted: create it again and
-			// read on at once.
-			rerr := x.w.restoreGroup(ctx, x.w.runsPos, err)
-			if rerr == nil {
-				return true
-			}
-			err = rerr
-		}
-		x.w.healthy.Store(false)
-		x.w.log.Warn("read the runs stream", zap.Error(err))
-		ok := sleep(ctx, wait)
-		wait = min(wait*2, maxRetryWait)
-		return ok
+		return x.w.readFailed(ctx, x.w.runsPos, "read the runs stream", err, &backoff)
 	}
 	every := min(max(x.runIdle()/4, 10*time.Millisecond), 5*time.Second)
 	last := "0"
 	for ctx.Err() == nil {
-		entries, err := x.read(ctx, last, x.w.cfg.RunConcurrency, 0)
+		entries, err := c.Read(ctx, last, x.w.cfg.RunConcurrency, 0)
 		if err != nil {
 			if !fail(err) {
 				return
@@ -199,24 +166,19 @@ func (x *executor) readLoop(ctx, work context.Context) {
 		if !x.acquireOrRetry(ctx, work, every) {
 			return
 		}
-		n := 1
-		for n < x.w.cfg.RunConcurrency && x.tryAcquire() {
-			n++
-		}
+		n := c.TakeFree(x.w.cfg.RunConcurrency)
 		// Reclaiming happens here, with the slots in hand, so that the
 		// blocking read never starves it of slots.
 		if time.Since(lastClaim) >= every {
 			lastClaim = time.Now()
-			if err := x.reconcile(ctx); err != nil && ctx.Err() == nil {
+			if err := c.Reconcile(ctx); err != nil && ctx.Err() == nil {
 				x.w.log.Warn("check parked runs entries", zap.Error(err))
 			}
 			entries, err := x.reclaim(ctx, n)
 			if err != nil && ctx.Err() == nil {
 				x.w.log.Warn("reclaim runs entries", zap.Error(err))
 			}
-			for i := len(entries); i < n; i++ {
-				x.release()
-			}
+			c.ReleaseN(n - len(entries))
 			for _, e := range entries {
 				x.dispatch(work, e)
 			}
@@ -226,23 +188,17 @@ func (x *executor) readLoop(ctx, work context.Context) {
 			if !x.acquireOrRetry(ctx, work, every) {
 				return
 			}
-			n = 1
-			for n < x.w.cfg.RunConcurrency && x.tryAcquire() {
-				n++
-			}
+			n = c.TakeFree(x.w.cfg.RunConcurrency)
 		}
-		block := min(readBlock, every)
-		entries, err := x.read(ctx, ">", n, block)
-		for i := len(entries); i < n; i++ {
-			x.release()
-		}
+		entries, err := c.Read(ctx, ">", n, min(readBlock, every))
+		c.ReleaseN(n - len(entries))
 		if err != nil {
 			if !fail(err) {
 				return
 			}
 			continue
 		}
-		wait = 100 * time.Millisecond
+		backoff.Reset()
 		if len(entries) > 0 {
 			x.w.runsPos.saw(entries[len(entries)-1].ID)
 		}
@@ -250,27 +206,6 @@ func (x *executor) readLoop(ctx, work context.Context) {
 			x.dispatch(work, e)
 		}
 	}
-}
-
-// read runs one XREADGROUP on the runs stream from id (">" blocks up to
-// block), for at most count entries.
-func (x *executor) read(ctx context.Context, id string, count int, block time.Duration) ([]valkey.XRangeEntry, error) {
-	c := x.w.client
-	b := c.B().Xreadgroup().Group(runsGroup, x.w.cfg.ConsumerName).Count(int64(count))
-	var cmd valkey.Completed
-	if id == ">" {
-		cmd = b.Block(max(block.Milliseconds(), 1)).Streams().Key(x.w.runsStream()).Id(id).Build()
-	} else {
-		cmd = b.Streams().Key(x.w.runsStream()).Id(id).Build()
-	}
-	res, err := c.Do(ctx, cmd).AsXRead()
-	if valkey.IsValkeyNil(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return res[x.w.runsStream()], nil
 }
 
 // reclaim XAUTOCLAIMs up to n runs entries idle longer than runIdle (their
@@ -292,10 +227,10 @@ func (x *executor) reclaim(ctx context.Context, n int) ([]valkey.XRangeEntry, er
 	}
 	var out []valkey.XRangeEntry
 	for _, e := range claimed {
-		if x.parked.remove(e.ID) {
-			x.release() // it is dispatched again with one of the n slots
+		if x.runs.Parked.Remove(e.ID) {
+			x.runs.Release() // it is dispatched again with one of the n slots
 		}
-		if len(e.FieldValues) == 0 || x.active.has(e.ID) {
+		if len(e.FieldValues) == 0 || x.runs.Active.Has(e.ID) {
 			continue
 		}
 		x.w.metrics.redeliveries.Inc()
@@ -303,31 +238,6 @@ func (x *executor) reclaim(ctx context.Context, n int) ([]valkey.XRangeEntry, er
 		out = append(out, e)
 	}
 	return out, nil
-}
-
-// reconcile releases the slots of parked runs entries that are no longer
-// pending to this consumer: another worker reclaimed them, or they were
-// deleted.
-func (x *executor) reconcile(ctx context.Context) error {
-	ids := x.parked.list()
-	if len(ids) == 0 {
-		return nil
-	}
-	c := x.w.client
-	cmds := make(valkey.Commands, len(ids))
-	for i, id := range ids {
-		cmds[i] = c.B().Xpending().Key(x.w.runsStream()).Group(runsGroup).Start(id).End(id).Count(1).Build()
-	}
-	for i, r := range c.DoMulti(ctx, cmds...) {
-		rows, err := r.ToArray()
-		if err != nil {
-			return fmt.Errorf("XPENDING %s %s: %w", x.w.runsStream(), ids[i], err)
-		}
-		if pendingOwner(rows) != x.w.cfg.ConsumerName && x.parked.remove(ids[i]) {
-			x.release()
-		}
-	}
-	return nil
 }
 
 // ack acks runs entry id and reports whether it did (best effort: an entry
@@ -366,11 +276,11 @@ func (x *executor) execute(ctx context.Context, e valkey.XRangeEntry) bool {
 		log.Warn("runs entry without a valid run id; acked")
 		return x.ack(ctx, e.ID)
 	}
-	if !x.running.add(runID) {
+	if !x.running.Add(runID) {
 		log.Debug("the run is executing here under another runs entry; left pending")
 		return false
 	}
-	defer x.running.remove(runID)
+	defer x.running.Remove(runID)
 	lease, err := x.w.journal.Acquire(ctx, journal.AcquireParams{RunID: runID, Owner: x.owner, TTL: x.w.cfg.RunLease})
 	switch {
 	case errors.Is(err, journal.ErrRunFinished):
@@ -524,7 +434,7 @@ func (x *executor) deadLetter(ctx context.Context, entryID, runID string, failur
 // of the lease until ctx is done; a lost lease cancels the run.
 func (x *executor) keepAlive(ctx context.Context, cancel context.CancelCauseFunc, runID, entryID string, log *zap.Logger) {
 	every := max(x.w.cfg.RunLease/3, 10*time.Millisecond)
-	for sleep(ctx, every) {
+	for consumer.Sleep(ctx, every) {
 		held, err := x.log.Renew(ctx, runID)
 		if ctx.Err() != nil {
 			return

@@ -55,7 +55,7 @@ func (e *env) waitRun(runID string, limit time.Duration) []journal.Event {
 }
 
 // last returns the run's terminal event and its code.
-func last(t *testing.T, events []journal.Event) (string, messages.Code) {
+func last(t *testing.T, events []journal.Event) (journal.Kind, messages.Code) {
 	t.Helper()
 	ev := events[len(events)-1]
 	var code messages.Code
@@ -65,7 +65,7 @@ func last(t *testing.T, events []journal.Event) (string, messages.Code) {
 	return ev.Kind, code
 }
 
-func count(events []journal.Event, kind string) int {
+func count(events []journal.Event, kind journal.Kind) int {
 	n := 0
 	for _, ev := range events {
 		if ev.Kind == kind {

@@ -19,6 +19,9 @@ import (
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/store"
 	"github.com/pyrula/caseworker/store/resolve"
+	"github.com/pyrula/caseworker/worker/internal/batch"
+	"github.com/pyrula/caseworker/worker/internal/consumer"
+	"github.com/pyrula/caseworker/worker/internal/maintain"
 )
 
 // Params are what New needs besides the Config.
@@ -57,14 +60,13 @@ type Worker struct {
 	givenStore  store.Store
 	givenClient valkey.Client
 
-	batch  batcher       // groups the per-message Valkey commands (batch.go)
-	spawn  spawner       // runs handlers on reused goroutines (spawn.go)
-	slots  chan struct{} // one token per message in flight
-	saves  chan struct{} // one token per save_case building a bundle
-	active inflight      // entry ids in flight
-	parked inflight      // entry ids left pending here after a failure, each keeping a slot
-	exec   *executor     // executes the runs stream
-	models modelClients  // live model clients by llm_ref
+	batch  *batch.Batcher       // groups the per-message Valkey commands (readNow, handle.go)
+	spawn  spawner              // runs handlers on reused goroutines (spawn.go)
+	cases  *consumer.Consumer   // reads the message stream: Concurrency slots, entries in flight and parked (consume.go)
+	saves  chan struct{}        // one token per save_case building a bundle
+	exec   *executor            // executes the runs stream
+	upkeep *maintain.Maintainer // trims the streams and deletes dead consumers (maintain.go)
+	models modelClients         // live model clients by llm_ref
 
 	// casePos and runsPos are the consumer groups on the message and runs
 	// streams, with the newest entry id known delivered (group.go).
@@ -113,7 +115,6 @@ func New(cfg Config, p Params) (*Worker, error) {
 		cfg: cfg, log: log, reg: reg, metrics: m,
 		givenStore: p.Store, givenClient: p.Client,
 		models:  modelClients{reg: reg, getenv: getenv},
-		slots:   make(chan struct{}, cfg.Concurrency),
 		saves:   make(chan struct{}, cfg.SaveConcurrency),
 		stopped: make(chan struct{}),
 	}, nil
@@ -142,6 +143,14 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	}
 	if err := w.createGroup(ctx); err != nil {
 		return err
+	}
+	if w.cases, err = consumer.New(consumer.Config{Stream: w.cfg.CaseStream, Group: w.cfg.ConsumerGroup,
+		Consumer: w.cfg.ConsumerName, Slots: w.cfg.Concurrency}, consumer.Deps{Client: w.client}); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	if w.upkeep, err = maintain.New(maintain.Config{Consumer: w.cfg.ConsumerName, ConsumerExpiry: w.cfg.ConsumerExpiry},
+		maintain.Deps{Client: w.client, Logger: w.log}); err != nil {
+		return fmt.Errorf("worker: %w", err)
 	}
 	if w.exec, err = newExecutor(w); err != nil {
 		return err
@@ -193,6 +202,7 @@ func (w *Worker) open(ctx context.Context) error {
 		}
 		w.client, w.ownClient = c, true
 	}
+	w.batch = batch.New(batch.Config{Timeout: finishTimeout}, batch.Deps{Client: w.client})
 	j, err := jresolve.Open(ctx, jresolve.Config{URL: w.cfg.ValkeyURL, Client: w.client, Namespace: w.cfg.Namespace,
 		CompletedTTL: w.cfg.CompletedTTL, ArchiveDSN: w.cfg.PostgresDSN})
 	if err != nil {

@@ -251,6 +251,9 @@ var rejectCases = []textCase{
 	{"ws/vtab", "\v1"},
 	{"ws/formfeed", "\f1"},
 	{"ws/u2028", "\u20281"},
+	// A leading byte-order mark: json.loads refuses it too (found by
+	// FuzzCanonicalizePython); bundle.Read skips it before canonicalising.
+	{"bom/leading", "\ufeff0"},
 }
 
 // acceptCases are inputs at the edges that Python's json module reads, with

@@ -9,7 +9,6 @@ package journallog
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -61,12 +60,8 @@ func (l *Log) Load(ctx context.Context, runID string) (flow.Recorded, error) {
 	}
 	rec := flow.Recorded{Results: r.Results, Events: make([]flow.Event, 0, len(r.Events))}
 	for _, e := range r.Events {
-		raw, err := e.JSON()
+		fe, err := flow.EventOf(e.RunSeq, e.Kind, e.At, e.Fields)
 		if err != nil {
-			return flow.Recorded{}, fmt.Errorf("journallog: load %s: %w", runID, err)
-		}
-		var fe flow.Event
-		if err := json.Unmarshal(raw, &fe); err != nil {
 			return flow.Recorded{}, fmt.Errorf("journallog: load %s: event %d: %w", runID, e.RunSeq, err)
 		}
 		rec.Events = append(rec.Events, fe)
@@ -171,23 +166,17 @@ func (l *Log) create(ctx context.Context, runID string, b flow.Batch) (journal.L
 	return l.j.Create(ctx, p)
 }
 
-// toJournal converts runtime events to journal events through their JSON
-// form (the journal assigns run_seq).
+// toJournal gives runtime events to the journal as their kind, at and
+// fields (flow.Event.Fields); the journal assigns run_seq and writes the
+// canonical bytes.
 func toJournal(events []flow.Event) ([]journal.Event, error) {
 	out := make([]journal.Event, 0, len(events))
 	for _, fe := range events {
-		raw, err := json.Marshal(fe)
+		fields, err := fe.Fields()
 		if err != nil {
 			return nil, err
 		}
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &fields); err != nil {
-			return nil, err
-		}
-		delete(fields, "run_seq")
-		delete(fields, "kind")
-		delete(fields, "at")
-		out = append(out, journal.Event{Kind: string(fe.Kind), At: fe.At, Fields: fields})
+		out = append(out, journal.Event{Kind: fe.Kind, At: fe.At, Fields: fields})
 	}
 	return out, nil
 }

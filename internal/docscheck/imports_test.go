@@ -31,8 +31,8 @@ type rule struct {
 var journalPkgs = []string{"journal", "journal/memjournal", "journal/valkeyjournal", "journal/pgarchive", "journal/capture", "journal/resolve"}
 
 var rules = []rule{
-	{name: "imports nothing of the project", pkgs: []string{"messages", "version", "bundle/canonjson", "memvalkey", "internal/jsondiff"}, allow: []string{}},
-	{name: "bundle sits on canonjson and messages", pkgs: []string{"bundle/..."}, allow: []string{"bundle/...", "messages"}},
+	{name: "imports nothing of the project", pkgs: []string{"messages", "version", "runevent", "bundle/canonjson", "memvalkey", "internal/jsondiff"}, allow: []string{}},
+	{name: "bundle sits on canonjson, messages and runevent", pkgs: []string{"bundle/..."}, allow: []string{"bundle/...", "messages", "runevent"}},
 	{name: "store never imports the journal, the runtime or what is above them", pkgs: []string{"store/..."},
 		forbid: append([]string{"flow/...", "replay/...", "llm/...", "worker/...", "cli/...", "daemon/..."}, journalPkgs...)},
 	{name: "the journal never imports stores, the runtime or what is above them", pkgs: []string{"journal/..."},
@@ -45,6 +45,7 @@ var rules = []rule{
 		forbid: append([]string{"store/...", "llm/...", "worker/...", "cli/...", "daemon/...", "flow/journallog"}, journalPkgs...)},
 	{name: "worker/client never imports the worker", pkgs: []string{"worker/client/..."}, forbid: []string{"worker", "cli/...", "daemon/...", "store/...", "replay/..."}},
 	{name: "the worker never imports the CLI or the daemon", pkgs: []string{"worker/..."}, forbid: []string{"cli/...", "daemon/...", "cmd/..."}},
+	{name: "the worker's parts (worker/internal) import nothing of the project but messages", pkgs: []string{"worker/internal/..."}, allow: []string{"messages"}},
 	{name: "the CLI talks to the worker through worker/client only", pkgs: []string{"cli/..."}, forbid: []string{"worker", "daemon/...", "cmd/..."}},
 	{name: "the daemon never imports the CLI", pkgs: []string{"daemon/..."}, forbid: []string{"cli/...", "cmd/..."}},
 }
@@ -176,6 +177,7 @@ func TestImportRulesCatch(t *testing.T) {
 		"flow/journallog": {"journal"},
 		"store/filestore": {"journal/valkeyjournal"},
 		"replay":          {"store"},
+		"runevent":        {"flow"},
 		"worker/client":   {"worker"},
 		"cli":             {"worker", "worker/client"},
 	}
@@ -185,6 +187,7 @@ func TestImportRulesCatch(t *testing.T) {
 		"flow imports journal: flow never imports the journal, stores, replay or llm (flow/journallog joins flow to the journal)",
 		"messages imports bundle: imports nothing of the project",
 		"replay imports store: replay gets its journal as a flow.Log and never imports a backend, a store, llm or what is above it",
+		"runevent imports flow: imports nothing of the project",
 		"store/filestore imports journal/valkeyjournal: store never imports the journal, the runtime or what is above them",
 		"worker/client imports worker: worker/client never imports the worker",
 	}

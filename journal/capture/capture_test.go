@@ -40,7 +40,7 @@ func record(t *testing.T, target string, calls []call, inFlight *call, finish bo
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := func(kind string, fields any) journal.Event {
+	ev := func(kind journal.Kind, fields any) journal.Event {
 		e, err := journal.NewEvent(kind, fields)
 		if err != nil {
 			t.Fatal(err)
@@ -118,8 +118,8 @@ func TestBuildAtForks(t *testing.T) {
 			}
 			for i, h := range b.History {
 				var e struct {
-					RunSeq int64  `json:"run_seq"`
-					Kind   string `json:"kind"`
+					RunSeq int64        `json:"run_seq"`
+					Kind   journal.Kind `json:"kind"`
 				}
 				json.Unmarshal(h, &e)
 				if e.RunSeq != int64(i+1) || journal.IsTerminal(e.Kind) {

@@ -36,7 +36,7 @@ func ForkPoints(r *journal.Run) []ForkPoint {
 	var noResult []string      // calls done with no recorded result
 	out := make([]ForkPoint, 0, len(r.Events))
 	for _, e := range r.Events {
-		fp := ForkPoint{RunSeq: e.RunSeq, Kind: e.Kind}
+		fp := ForkPoint{RunSeq: e.RunSeq, Kind: string(e.Kind)}
 		if c, ok := e.Call(); ok {
 			id := c.ID()
 			fp.Call = id

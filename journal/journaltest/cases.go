@@ -75,7 +75,7 @@ func call(n int) journal.Call {
 
 // mkEvent builds an event of kind with fields; it panics on error (the
 // suite's own fields are always valid).
-func mkEvent(kind string, fields any) journal.Event {
+func mkEvent(kind journal.Kind, fields any) journal.Event {
 	e, err := journal.NewEvent(kind, fields)
 	if err != nil {
 		panic(err)
@@ -145,7 +145,7 @@ func (f fixture) meta(t *testing.T, id string) journal.Meta {
 func kinds(evs []journal.Event) []string {
 	out := make([]string, len(evs))
 	for i, e := range evs {
-		out[i] = e.Kind
+		out[i] = string(e.Kind)
 	}
 	return out
 }
@@ -853,7 +853,7 @@ func testFinish(t *testing.T, h *Harness) {
 
 func testFinishStatuses(t *testing.T, h *Harness) {
 	f := setup(t, h)
-	for kind, want := range map[string]journal.Status{
+	for kind, want := range map[journal.Kind]journal.Status{
 		journal.KindRunComplete:  journal.StatusComplete,
 		journal.KindRunError:     journal.StatusError,
 		journal.KindRunCancelled: journal.StatusCancelled,

@@ -75,7 +75,7 @@ func (a *Archive) Put(ctx context.Context, r *journal.Run) error {
 		if err != nil {
 			return wrap("put", m.Namespace, m.RunID, err)
 		}
-		events[i] = []any{m.Namespace, m.RunID, e.RunSeq, e.Kind, string(raw)}
+		events[i] = []any{m.Namespace, m.RunID, e.RunSeq, string(e.Kind), string(raw)}
 	}
 	results := make([][]any, len(r.Results))
 	for i, res := range r.Results {

@@ -214,7 +214,7 @@ func finishedRun(t *testing.T, ns, id string, n int) *journal.Run {
 		Status: journal.StatusComplete, LastSeq: int64(n), LeaseOwner: "w", LeaseEpoch: 1, CreatedAt: at, FinishedAt: at.Add(time.Second),
 	}}
 	for i := 1; i <= n; i++ {
-		kind := "call:start"
+		kind := journal.KindCallStart
 		switch i {
 		case 1:
 			kind = journal.KindRunSubmitted

@@ -155,7 +155,7 @@ func TestFollow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev := func(kind string, fields any) journal.Event {
+		ev := func(kind journal.Kind, fields any) journal.Event {
 			e, err := journal.NewEvent(kind, fields)
 			if err != nil {
 				t.Fatal(err)
@@ -173,7 +173,7 @@ func TestFollow(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 			j.Finish(ctx, lease, journal.Batch{Events: []journal.Event{ev(journal.KindRunError, map[string]any{"code": "prefix_diverged"})}})
 		}()
-		var kinds []string
+		var kinds []journal.Kind
 		end, err := cl.Follow(ctx, valkeyjournal.EventsKey(ns, "r1"), func(e journal.Event) error {
 			kinds = append(kinds, e.Kind)
 			return nil

@@ -56,7 +56,7 @@ func (o Options) Defaults() (Options, error) {
 // run_seq digits go.
 type Event struct {
 	// Kind is the event's kind.
-	Kind string
+	Kind journal.Kind
 	// At is the event's stamp, as written.
 	At time.Time
 	// Expect is the run_seq the caller asked for, 0 for any.

@@ -5,8 +5,8 @@
 // read from Valkey and the same run read from the archive are byte-for-byte
 // equal, and so that a bundle's history is already canonical.
 //
-// wire imports bundle and bundle/canonjson, and nothing else of the project
-// (in particular not journal, which imports it).
+// wire imports bundle, bundle/canonjson and runevent, and nothing else of
+// the project (in particular not journal, which imports it).
 package wire
 
 import (
@@ -27,6 +27,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/bundle/canonjson"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // ErrInvalid is wrapped by every error about a value that cannot be encoded
@@ -34,10 +35,9 @@ import (
 // result with both or neither of result and error, a malformed stored record.
 var ErrInvalid = errors.New("invalid journal input")
 
-// TimeLayout is the layout of an event's at: RFC 3339 in UTC with exactly six
-// fractional digits (microseconds), so that stamps sort as strings and have
-// one spelling.
-const TimeLayout = "2006-01-02T15:04:05.000000Z"
+// TimeLayout is the layout of an event's at: runevent.TimeLayout, RFC 3339
+// in UTC with exactly six fractional digits (microseconds).
+const TimeLayout = runevent.TimeLayout
 
 // The member names an event's fields may not use: the journal sets them.
 const (
@@ -48,10 +48,10 @@ const (
 
 // FormatTime returns t in TimeLayout (converted to UTC, truncated to the
 // microsecond).
-func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
+func FormatTime(t time.Time) string { return runevent.FormatTime(t) }
 
 // AppendTime appends t in TimeLayout to dst.
-func AppendTime(dst []byte, t time.Time) []byte { return t.UTC().AppendFormat(dst, TimeLayout) }
+func AppendTime(dst []byte, t time.Time) []byte { return runevent.AppendTime(dst, t) }
 
 // ParseTime parses an RFC 3339 time (any precision) and returns it in UTC.
 func ParseTime(s string) (time.Time, error) {
@@ -63,12 +63,12 @@ func ParseTime(s string) (time.Time, error) {
 }
 
 // Truncate returns t as it reads back after a round trip through TimeLayout.
-func Truncate(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+func Truncate(t time.Time) time.Time { return runevent.Truncate(t) }
 
 // AppendEvent appends the canonical JSON object of an event to dst: the
 // members run_seq, kind and at merged with fields, names in code-point order,
 // every field value canonicalised (which also validates it).
-func AppendEvent(dst []byte, seq int64, kind string, at time.Time, fields map[string]json.RawMessage) ([]byte, error) {
+func AppendEvent(dst []byte, seq int64, kind runevent.Kind, at time.Time, fields map[string]json.RawMessage) ([]byte, error) {
 	out, _, err := appendEvent(dst, seq, false, kind, at, fields)
 	return out, err
 }
@@ -77,7 +77,7 @@ func AppendEvent(dst []byte, seq int64, kind string, at time.Time, fields map[st
 // known, cut where the run_seq digits go: the event with run_seq n is
 // head + strconv.Itoa(n) + tail. Valkey's append script joins the pieces
 // once it has assigned the number.
-func SplitEvent(kind string, at time.Time, fields map[string]json.RawMessage) (head, tail []byte, err error) {
+func SplitEvent(kind runevent.Kind, at time.Time, fields map[string]json.RawMessage) (head, tail []byte, err error) {
 	out, off, err := appendEvent(nil, 0, true, kind, at, fields)
 	if err != nil {
 		return nil, nil, err
@@ -106,11 +106,11 @@ func CheckFieldName(name string) error {
 
 // appendEvent writes the event; when placeholder is set it leaves run_seq's
 // digits out and returns their offset.
-func appendEvent(dst []byte, seq int64, placeholder bool, kind string, at time.Time, fields map[string]json.RawMessage) ([]byte, int, error) {
+func appendEvent(dst []byte, seq int64, placeholder bool, kind runevent.Kind, at time.Time, fields map[string]json.RawMessage) ([]byte, int, error) {
 	if kind == "" {
 		return dst, 0, fmt.Errorf("%w: event without a kind", ErrInvalid)
 	}
-	if !utf8.ValidString(kind) {
+	if !utf8.ValidString(string(kind)) {
 		return dst, 0, fmt.Errorf("%w: event kind %q is not valid UTF-8", ErrInvalid, kind)
 	}
 	names := make([]string, 0, len(fields)+3)
@@ -218,11 +218,10 @@ func str(v []byte) (string, bool) {
 // DecodeEvent reads an event written by AppendEvent (or joined from
 // SplitEvent's pieces). The field values are sub-slices of raw: the caller
 // gives up raw.
-func DecodeEvent(raw []byte) (seq int64, kind string, at time.Time, fields map[string]json.RawMessage, err error) {
+func DecodeEvent(raw []byte) (seq int64, kind runevent.Kind, at time.Time, fields map[string]json.RawMessage, err error) {
 	var hasSeq, hasKind, hasAt bool
 	fields = make(map[string]json.RawMessage, 4)
 	err = members(raw, "event", func(name string, v []byte) error {
-		var ok bool
 		switch name {
 		case NameRunSeq:
 			seq, err = strconv.ParseInt(string(v), 10, 64)
@@ -231,9 +230,11 @@ func DecodeEvent(raw []byte) (seq int64, kind string, at time.Time, fields map[s
 			}
 			hasSeq = true
 		case NameKind:
-			if kind, ok = str(v); !ok || kind == "" {
+			s, ok := str(v)
+			if !ok || s == "" {
 				return fmt.Errorf("%w: event has kind %.60s", ErrInvalid, v)
 			}
+			kind = runevent.Kind(s)
 			hasKind = true
 		case NameAt:
 			s, ok := str(v)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/bundle/canonjson"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 func TestSplitJoin(t *testing.T) {
@@ -73,7 +74,7 @@ func FuzzEvent(f *testing.F) {
 			seq = 1
 		}
 		at := time.Date(2025, 1, 2, 3, 4, 5, 6000, time.UTC)
-		raw, err := AppendEvent(nil, seq, kind, at, map[string]json.RawMessage{name: value})
+		raw, err := AppendEvent(nil, seq, runevent.Kind(kind), at, map[string]json.RawMessage{name: value})
 		if err != nil {
 			return
 		}
@@ -81,7 +82,7 @@ func FuzzEvent(f *testing.F) {
 		if err != nil {
 			t.Fatalf("DecodeEvent(%s): %v", raw, err)
 		}
-		if gotSeq != seq || gotKind != kind || !gotAt.Equal(at) || len(fields) != 1 {
+		if gotSeq != seq || gotKind != runevent.Kind(kind) || !gotAt.Equal(at) || len(fields) != 1 {
 			t.Fatalf("decoded %d %q %v %v from %s", gotSeq, gotKind, gotAt, fields, raw)
 		}
 		again, err := AppendEvent(nil, gotSeq, gotKind, gotAt, fields)

@@ -1,9 +1,16 @@
-package worker
+// Package batch owns the group commit of the worker's per-message Valkey
+// commands: concurrent handlers' commands travel together in one DoMulti,
+// and the XACKs of one stream and group become one XACK.
+//
+// It imports nothing of the project.
+package batch
 
 import (
+	"cmp"
 	"context"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/valkey-io/valkey-go"
 )
@@ -15,7 +22,7 @@ const maxBatch = 256
 // handlers keep queueing commands, before it sends the batch.
 const maxYields = 8
 
-// batcher sends the per-message commands of concurrent handlers (record
+// Batcher sends the per-message commands of concurrent handlers (record
 // reads and writes, replies, acks) to Valkey in batches: one DoMulti at a
 // time, carrying every command queued while the previous one was in flight
 // (group commit, no added wait). A lone command goes out at once; under
@@ -25,10 +32,13 @@ const maxYields = 8
 // unchanged. XACKs of one stream and group queued together become one
 // XACK of all their ids.
 //
-// The zero value is ready; the caller that finds no batch in flight leads:
+// Create it with New; the caller that finds no batch in flight leads:
 // it sends the queue, hands out the results and, if more queued meanwhile,
 // passes the lead to the first of those callers.
-type batcher struct {
+type Batcher struct {
+	client  valkey.Client
+	timeout time.Duration
+
 	mu      sync.Mutex
 	queue   []*batchCall
 	leading bool
@@ -63,32 +73,53 @@ func putCall(bc *batchCall) {
 	calls.Put(bc)
 }
 
-// do sends cmd in the next batch and returns its result. A batch runs to
-// its end under finishTimeout even when the ctx of the caller that leads
+// Config bounds the batches.
+type Config struct {
+	// Timeout bounds each batch's round trip, which runs to its end even
+	// when the ctx of the caller that leads it is cancelled (it carries
+	// other callers' commands). Zero means DefaultTimeout.
+	Timeout time.Duration
+}
+
+// DefaultTimeout is the bound of a batch when Config.Timeout is zero.
+const DefaultTimeout = 10 * time.Second
+
+// Deps are what a Batcher uses.
+type Deps struct {
+	Client valkey.Client
+}
+
+// New returns a Batcher sending on deps.Client.
+func New(cfg Config, deps Deps) *Batcher {
+	return &Batcher{client: deps.Client, timeout: cmp.Or(cfg.Timeout, DefaultTimeout)}
+}
+
+// Do sends cmd in the next batch and returns its result. A batch runs to
+// its end under Config.Timeout even when the ctx of the caller that leads
 // it is cancelled, since it carries other handlers' commands. cmd must
 // have a key: on a Valkey Cluster the batch's commands go to the nodes of
 // their slots, and the client refuses (panics on) a DoMulti that mixes a
 // keyless command with keys of several slots.
-func (b *batcher) do(ctx context.Context, c valkey.Client, cmd valkey.Completed) valkey.ValkeyResult {
+func (b *Batcher) Do(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult {
 	call := getCall()
 	call.cmd = cmd
-	b.run(ctx, c, call)
+	b.run(ctx, call)
 	res := call.res
 	putCall(call)
 	return res
 }
 
-// ack XACKs entry id of stream for group in the next batch.
-func (b *batcher) ack(ctx context.Context, c valkey.Client, stream, group, id string) error {
+// Ack XACKs entry id of stream for group in the next batch.
+func (b *Batcher) Ack(ctx context.Context, stream, group, id string) error {
 	call := getCall()
 	call.ack, call.isAck = ackArgs{stream, group, id}, true
-	b.run(ctx, c, call)
+	b.run(ctx, call)
 	err := call.err
 	putCall(call)
 	return err
 }
 
-func (b *batcher) run(ctx context.Context, c valkey.Client, call *batchCall) {
+func (b *Batcher) run(ctx context.Context, call *batchCall) {
 	b.mu.Lock()
 	b.queue = append(b.queue, call)
 	if b.leading {
@@ -118,7 +149,7 @@ func (b *batcher) run(ctx context.Context, c valkey.Client, call *batchCall) {
 		batch := b.queue[:n:n]
 		b.queue = b.queue[n:]
 		b.mu.Unlock()
-		b.send(ctx, c, batch)
+		b.send(ctx, batch)
 		mine := false
 		for _, bc := range batch {
 			if bc == call {
@@ -143,7 +174,8 @@ func (b *batcher) run(ctx context.Context, c valkey.Client, call *batchCall) {
 }
 
 // send sends one batch as one DoMulti and sets each call's result.
-func (b *batcher) send(ctx context.Context, c valkey.Client, batch []*batchCall) {
+func (b *Batcher) send(ctx context.Context, batch []*batchCall) {
+	c := b.client
 	cmds := make(valkey.Commands, 0, len(batch))
 	type ackGroup struct {
 		idx   int // of its command in cmds
@@ -179,7 +211,7 @@ func (b *batcher) send(ctx context.Context, c valkey.Client, batch []*batchCall)
 	}
 	// The batch carries other handlers' commands: it must not fail with the
 	// leader's cancellation.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
 	defer cancel()
 	res := c.DoMulti(ctx, cmds...)
 	for i, bc := range batch {
@@ -193,22 +225,4 @@ func (b *batcher) send(ctx context.Context, c valkey.Client, batch []*batchCall)
 			bc.err = err
 		}
 	}
-}
-
-// readNow reads up to count new entries without blocking, in the next
-// batch. The read loop tries it before its blocking read: under load
-// entries are waiting and the read shares a round trip with the handlers'
-// commands; on an idle stream it costs one short round trip before the
-// blocking read.
-func (w *Worker) readNow(ctx context.Context, count int) ([]valkey.XRangeEntry, error) {
-	cmd := w.client.B().Xreadgroup().Group(w.cfg.ConsumerGroup, w.cfg.ConsumerName).Count(int64(count)).
-		Streams().Key(w.cfg.CaseStream).Id(">").Build()
-	res, err := w.batch.do(ctx, w.client, cmd).AsXRead()
-	if valkey.IsValkeyNil(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return res[w.cfg.CaseStream], nil
 }

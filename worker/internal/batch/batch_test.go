@@ -1,4 +1,4 @@
-package worker
+package batch_test
 
 import (
 	"context"
@@ -7,8 +7,10 @@ import (
 	"testing"
 
 	"github.com/valkey-io/valkey-go"
+	"go.uber.org/goleak"
 
 	"github.com/pyrula/caseworker/internal/testenv"
+	"github.com/pyrula/caseworker/worker/internal/batch"
 )
 
 // countingDoMulti counts the DoMulti calls (batches) made through it.
@@ -27,9 +29,14 @@ func (c *countingDoMulti) DoMulti(ctx context.Context, cmds ...valkey.Completed)
 	return c.Client.DoMulti(ctx, cmds...)
 }
 
+// TestMain fails the package's tests when a goroutine outlives them.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/valkey-io/valkey-go.(*call).DelayDo.func1"))
+}
+
 // TestBatcher: many goroutines each run a sequence of dependent commands
 // (INCR of their own key, then GET, then XADD and an XACK) through one
-// batcher: every caller gets its own results, the acks of one stream are
+// Batcher: every caller gets its own results, the acks of one stream are
 // merged, and the commands travel in fewer round trips than commands.
 func TestBatcher(t *testing.T) {
 	t.Parallel()
@@ -48,32 +55,32 @@ func TestBatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	const callers, rounds = 32, 20
-	var b batcher
+	b := batch.New(batch.Config{}, batch.Deps{Client: c})
 	var wg sync.WaitGroup
 	for g := range callers {
 		wg.Go(func() {
 			key := ns + ":k" + strconv.Itoa(g)
 			for r := 1; r <= rounds; r++ {
-				n, err := b.do(ctx, c, c.B().Incr().Key(key).Build()).AsInt64()
+				n, err := b.Do(ctx, c.B().Incr().Key(key).Build()).AsInt64()
 				if err != nil || n != int64(r) {
 					t.Errorf("caller %d: INCR = %d, %v; want %d", g, n, err, r)
 					return
 				}
-				s, err := b.do(ctx, c, c.B().Get().Key(key).Build()).ToString()
+				s, err := b.Do(ctx, c.B().Get().Key(key).Build()).ToString()
 				if err != nil || s != strconv.Itoa(r) {
 					t.Errorf("caller %d: GET = %q, %v; want %d", g, s, err, r)
 					return
 				}
-				if err := b.do(ctx, c, c.B().Xadd().Key(stream).Id("*").FieldValue().FieldValue("g", key).Build()).Error(); err != nil {
+				if err := b.Do(ctx, c.B().Xadd().Key(stream).Id("*").FieldValue().FieldValue("g", key).Build()).Error(); err != nil {
 					t.Errorf("caller %d: XADD: %v", g, err)
 					return
 				}
-				res, err := b.do(ctx, c, c.B().Xreadgroup().Group("g", "c"+strconv.Itoa(g)).Count(1).Streams().Key(stream).Id(">").Build()).AsXRead()
+				res, err := b.Do(ctx, c.B().Xreadgroup().Group("g", "c"+strconv.Itoa(g)).Count(1).Streams().Key(stream).Id(">").Build()).AsXRead()
 				if err != nil || len(res[stream]) != 1 {
 					t.Errorf("caller %d: XREADGROUP = %v, %v", g, res, err)
 					return
 				}
-				if err := b.ack(ctx, c, stream, "g", res[stream][0].ID); err != nil {
+				if err := b.Ack(ctx, stream, "g", res[stream][0].ID); err != nil {
 					t.Errorf("caller %d: ack: %v", g, err)
 					return
 				}
@@ -107,20 +114,20 @@ func TestBatcherLoneCommand(t *testing.T) {
 	t.Parallel()
 	c := testenv.ValkeyClient(t)
 	ctx := context.Background()
-	var b batcher
+	b := batch.New(batch.Config{}, batch.Deps{Client: c})
 	key := testenv.UniqueName(t, "batch-lone")
 	t.Cleanup(func() { c.Do(ctx, c.B().Del().Key(key).Build()) })
-	if err := b.do(ctx, c, c.B().Set().Key(key).Value("x").Build()).Error(); err != nil {
+	if err := b.Do(ctx, c.B().Set().Key(key).Value("x").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	// XADD to a string key: WRONGTYPE.
-	if err := b.do(ctx, c, c.B().Xadd().Key(key).Id("*").FieldValue().FieldValue("f", "v").Build()).Error(); err == nil {
+	if err := b.Do(ctx, c.B().Xadd().Key(key).Id("*").FieldValue().FieldValue("f", "v").Build()).Error(); err == nil {
 		t.Fatal("XADD to a string key succeeded")
 	}
-	if err := b.ack(ctx, c, key, "g", "1-1"); err == nil {
+	if err := b.Ack(ctx, key, "g", "1-1"); err == nil {
 		t.Fatal("XACK on a string key succeeded")
 	}
-	if s, err := b.do(ctx, c, c.B().Get().Key(key).Build()).ToString(); err != nil || s != "x" {
+	if s, err := b.Do(ctx, c.B().Get().Key(key).Build()).ToString(); err != nil || s != "x" {
 		t.Fatalf("GET = %q, %v", s, err)
 	}
 }

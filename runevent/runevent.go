@@ -1,0 +1,77 @@
+// Package runevent is what every layer shares about a run's events: the
+// event kinds, one typed list, and the time stamp of an event's at, one
+// precision (microseconds) and one spelling. The runtime (package flow),
+// the journals, the capture, the replay engine, the worker and the CLI all
+// use these; see /docs/runtime.md for the events themselves.
+//
+// runevent imports only the standard library, so that both flow and journal,
+// which never import each other, can sit on it.
+package runevent
+
+import "time"
+
+// Kind is the kind of a run event, such as "call:start". A journal stores
+// any non-empty kind; the constants below are the ones the project writes
+// and reads.
+type Kind string
+
+// The event kinds. The runtime writes run:start, call:start, call:done and
+// the terminal kinds; the journal writes run:submitted when it creates a
+// run; a case run adds case:call and case:outcome.
+const (
+	// RunSubmitted is the first event of every run (run_seq 1), written when
+	// the run is created: the run was accepted. Fields: target_name, plus
+	// whatever the submitter adds.
+	RunSubmitted Kind = "run:submitted"
+	// RunStart: the runtime started (or resumed) executing the run. Fields:
+	// inputs, code_version.
+	RunStart Kind = "run:start"
+	// CallStart: a call began. Fields: call and input; wake_at when the call
+	// waits until a time; tool for a tool call.
+	CallStart Kind = "call:start"
+	// CallDone: a call ended; its result record is appended with it. Fields:
+	// call, and for case runs provenance.
+	CallDone Kind = "call:done"
+	// CaseCall is a case run's "call" line.
+	CaseCall Kind = "case:call"
+	// CaseOutcome is a case run's "outcome" line.
+	CaseOutcome Kind = "case:outcome"
+	// RunComplete is the terminal event of a run that completed. Fields:
+	// result.
+	RunComplete Kind = "run:complete"
+	// RunError is the terminal event of a run that failed. Fields: code,
+	// message, stop_key, stop_token.
+	RunError Kind = "run:error"
+	// RunCancelled is the terminal event of a cancelled run.
+	RunCancelled Kind = "run:cancelled"
+)
+
+// Kinds returns every kind above, in the order a run writes them.
+func Kinds() []Kind {
+	return []Kind{RunSubmitted, RunStart, CallStart, CallDone, CaseCall, CaseOutcome, RunComplete, RunError, RunCancelled}
+}
+
+// Terminal reports whether k ends a run: run:complete, run:error or
+// run:cancelled. Only a terminal event ends a run, and it is always its
+// last event.
+func (k Kind) Terminal() bool {
+	return k == RunComplete || k == RunError || k == RunCancelled
+}
+
+// TimeLayout is the layout of an event's at, on the wire (journals, the
+// archive, bundles) and wherever an event is printed: RFC 3339 in UTC with
+// exactly six fractional digits (microseconds), e.g.
+// "2025-03-14T09:26:53.037512Z", so that stamps sort as strings and have
+// one spelling. A time is converted to UTC and truncated to the microsecond
+// when it is written.
+const TimeLayout = "2006-01-02T15:04:05.000000Z"
+
+// FormatTime returns t in TimeLayout.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
+
+// AppendTime appends t in TimeLayout to dst.
+func AppendTime(dst []byte, t time.Time) []byte { return t.UTC().AppendFormat(dst, TimeLayout) }
+
+// Truncate returns t as it reads back after a round trip through TimeLayout:
+// in UTC, truncated to the microsecond.
+func Truncate(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }

@@ -1,0 +1,381 @@
+// Package consumer owns what the worker's stream consumers share: the
+// slots of one consumer group member (never more entries in flight or
+// parked than slots), the sets of entries in flight and parked, and the
+// stream commands a consumer runs (XREADGROUP, XPENDING, XCLAIM) with the
+// parsing of their replies. The message stream and the runs stream each
+// get one Consumer.
+//
+// It imports only valkey-go and the standard library: nothing of the
+// project, so that the worker's parts can share it without cycles.
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+)
+
+// Config names the stream and the consumer group member a Consumer reads
+// as, and how many entries it may hold.
+type Config struct {
+	Stream   string // the stream key
+	Group    string // the consumer group
+	Consumer string // this member's name in the group
+	Slots    int    // the most entries in flight or parked at once (at least 1)
+}
+
+// Deps are what a Consumer uses.
+type Deps struct {
+	Client valkey.Client
+}
+
+// Consumer is one member of a consumer group on one stream, with its
+// slots and its sets of entries. Its methods are safe for concurrent use.
+type Consumer struct {
+	cfg    Config
+	client valkey.Client
+	slots  chan struct{}
+
+	// Active holds the entries being handled here (value: acked); Parked
+	// those left pending here after a failed handling, each keeping its
+	// slot until it is claimed again or found gone to another consumer.
+	Active, Parked Set
+}
+
+// New returns the Consumer cfg describes.
+func New(cfg Config, deps Deps) (*Consumer, error) {
+	if cfg.Stream == "" || cfg.Group == "" || cfg.Consumer == "" {
+		return nil, errors.New("consumer: stream, group and consumer name are required")
+	}
+	if deps.Client == nil {
+		return nil, errors.New("consumer: a Valkey client is required")
+	}
+	return &Consumer{cfg: cfg, client: deps.Client, slots: make(chan struct{}, max(cfg.Slots, 1))}, nil
+}
+
+// Config returns the consumer's configuration.
+func (c *Consumer) Config() Config { return c.cfg }
+
+// Acquire takes one slot, waiting until one is free or ctx is done; it
+// reports whether it took one.
+func (c *Consumer) Acquire(ctx context.Context) bool {
+	select {
+	case c.slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// TryAcquire takes one slot if one is free.
+func (c *Consumer) TryAcquire() bool {
+	select {
+	case c.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// AcquireWithin takes one slot, waiting up to d or until ctx is done.
+func (c *Consumer) AcquireWithin(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case c.slots <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// AcquireEvery takes one slot, waiting until one is free or ctx is done,
+// and calls idle every d while none is (to free or use the slots of parked
+// entries); it reports whether it took one.
+func (c *Consumer) AcquireEvery(ctx context.Context, d time.Duration, idle func()) bool {
+	for {
+		t := time.NewTimer(d)
+		select {
+		case c.slots <- struct{}{}:
+			t.Stop()
+			return true
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+			idle()
+		}
+	}
+}
+
+// TakeFree adds to the one slot the caller holds every free slot, up to n
+// in all, and returns how many it holds.
+func (c *Consumer) TakeFree(n int) int {
+	held := 1
+	for held < n && c.TryAcquire() {
+		held++
+	}
+	return held
+}
+
+// Release frees one slot.
+func (c *Consumer) Release() { <-c.slots }
+
+// ReleaseN frees n slots.
+func (c *Consumer) ReleaseN(n int) {
+	for range n {
+		c.Release()
+	}
+}
+
+// Read runs one XREADGROUP from id for at most count entries: ">" reads new
+// entries, blocking up to block (at least 1 ms); another id reads this
+// member's pending entries after it, without blocking. Valkey's nil reply
+// is no entries.
+func (c *Consumer) Read(ctx context.Context, id string, count int, block time.Duration) ([]valkey.XRangeEntry, error) {
+	b := c.client.B().Xreadgroup().Group(c.cfg.Group, c.cfg.Consumer).Count(int64(count))
+	var cmd valkey.Completed
+	if id == ">" {
+		cmd = b.Block(max(block.Milliseconds(), 1)).Streams().Key(c.cfg.Stream).Id(id).Build()
+	} else {
+		cmd = b.Streams().Key(c.cfg.Stream).Id(id).Build()
+	}
+	res, err := c.client.Do(ctx, cmd).AsXRead()
+	if valkey.IsValkeyNil(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res[c.cfg.Stream], nil
+}
+
+// Claim XCLAIMs entry id for this member if it is still idle at least
+// minIdle (so that of several workers only one wins), returning it (none
+// when another worker won or the entry was deleted).
+func (c *Consumer) Claim(ctx context.Context, id string, minIdle time.Duration) ([]valkey.XRangeEntry, error) {
+	return c.client.Do(ctx, c.client.B().Xclaim().Key(c.cfg.Stream).Group(c.cfg.Group).
+		Consumer(c.cfg.Consumer).MinIdleTime(strconv.FormatInt(minIdle.Milliseconds(), 10)).Id(id).Build()).AsXRange()
+}
+
+// Pending lists up to count entries of the group idle at least idle, of
+// any member.
+func (c *Consumer) Pending(ctx context.Context, idle time.Duration, count int) ([]PendingEntry, error) {
+	rows, err := c.client.Do(ctx, c.client.B().Xpending().Key(c.cfg.Stream).Group(c.cfg.Group).
+		Idle(idle.Milliseconds()).Start("-").End("+").Count(int64(count)).Build()).ToArray()
+	if err != nil {
+		return nil, err
+	}
+	return ParsePending(rows), nil
+}
+
+// DeliveryCounts returns the delivery counts of this member's pending
+// entries from start to end (at most count of them).
+func (c *Consumer) DeliveryCounts(ctx context.Context, start, end string, count int) (map[string]int64, error) {
+	rows, err := c.client.Do(ctx, c.client.B().Xpending().Key(c.cfg.Stream).Group(c.cfg.Group).
+		Start(start).End(end).Count(int64(count)).Consumer(c.cfg.Consumer).Build()).ToArray()
+	if err != nil {
+		return nil, fmt.Errorf("XPENDING %s: %w", c.cfg.Stream, err)
+	}
+	out := make(map[string]int64, len(rows))
+	for _, p := range ParsePending(rows) {
+		out[p.ID] = p.Deliveries
+	}
+	return out, nil
+}
+
+// StillMine reports whether entry id is pending to this member; when
+// Valkey cannot tell, it assumes so (Reconcile checks again later).
+func (c *Consumer) StillMine(ctx context.Context, id string) bool {
+	rows, err := c.client.Do(ctx, c.client.B().Xpending().Key(c.cfg.Stream).Group(c.cfg.Group).
+		Start(id).End(id).Count(1).Build()).ToArray()
+	return err != nil || PendingOwner(rows) == c.cfg.Consumer
+}
+
+// Reconcile releases the slots of parked entries that are no longer
+// pending to this member: another worker claimed them, or they were
+// deleted.
+func (c *Consumer) Reconcile(ctx context.Context) error {
+	ids := c.Parked.List()
+	if len(ids) == 0 {
+		return nil
+	}
+	cmds := make(valkey.Commands, len(ids))
+	for i, id := range ids {
+		cmds[i] = c.client.B().Xpending().Key(c.cfg.Stream).Group(c.cfg.Group).Start(id).End(id).Count(1).Build()
+	}
+	for i, r := range c.client.DoMulti(ctx, cmds...) {
+		rows, err := r.ToArray()
+		if err != nil {
+			return fmt.Errorf("XPENDING %s %s: %w", c.cfg.Stream, ids[i], err)
+		}
+		if PendingOwner(rows) != c.cfg.Consumer && c.Parked.Remove(ids[i]) {
+			c.Release()
+		}
+	}
+	return nil
+}
+
+// Park moves entry id from Active to Parked, keeping its slot: parked
+// first, so that a reclaim pass never sees it in neither set.
+func (c *Consumer) Park(id string) {
+	c.Parked.Add(id)
+	c.Active.Remove(id)
+}
+
+// Done removes entry id from Active and releases its slot.
+func (c *Consumer) Done(id string) {
+	c.Active.Remove(id)
+	c.Release()
+}
+
+// PendingEntry is one row of XPENDING's extended form.
+type PendingEntry struct {
+	ID         string
+	Consumer   string
+	Idle       time.Duration
+	Deliveries int64
+}
+
+// ParsePending parses the rows of an extended XPENDING reply, skipping
+// rows it cannot read.
+func ParsePending(rows []valkey.ValkeyMessage) []PendingEntry {
+	out := make([]PendingEntry, 0, len(rows))
+	for _, r := range rows {
+		f, err := r.ToArray()
+		if err != nil || len(f) < 4 {
+			continue
+		}
+		id, _ := f[0].ToString()
+		consumer, _ := f[1].ToString()
+		idle, _ := f[2].AsInt64()
+		n, _ := f[3].AsInt64()
+		out = append(out, PendingEntry{ID: id, Consumer: consumer, Idle: time.Duration(idle) * time.Millisecond, Deliveries: n})
+	}
+	return out
+}
+
+// PendingOwner is the consumer of the one row of an extended XPENDING
+// reply, "" when there is none.
+func PendingOwner(rows []valkey.ValkeyMessage) string {
+	if len(rows) != 1 {
+		return ""
+	}
+	f, err := rows[0].ToArray()
+	if err != nil || len(f) < 2 {
+		return ""
+	}
+	owner, _ := f[1].ToString()
+	return owner
+}
+
+// Sleep waits d or until ctx is done, and reports whether ctx is still
+// live.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Set is a set of entry (or run) ids, each with a flag: whether it was
+// acked. The zero Set is empty and ready to use.
+type Set struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+// Add adds id and reports whether it was not there yet.
+func (s *Set) Add(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ids == nil {
+		s.ids = map[string]bool{}
+	}
+	if _, ok := s.ids[id]; ok {
+		return false
+	}
+	s.ids[id] = false
+	return true
+}
+
+// Remove removes id and reports whether it was there.
+func (s *Set) Remove(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.ids[id]
+	delete(s.ids, id)
+	return ok
+}
+
+// Has reports whether id is in the set.
+func (s *Set) Has(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.ids[id]
+	return ok
+}
+
+// Acked notes that id, if it is in the set, was acked.
+func (s *Set) Acked(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.ids[id]; ok {
+		s.ids[id] = true
+	}
+}
+
+// WasAcked reports whether Acked was called for id since it was added.
+func (s *Set) WasAcked(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ids[id]
+}
+
+// List returns the ids in the set, in no order.
+func (s *Set) List() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.ids))
+	for id := range s.ids {
+		out = append(out, id)
+	}
+	return out
+}
+
+// FirstRetryWait and MaxRetryWait bound the wait between failed reads: from
+// the first, doubling per failure up to the cap, so that reading resumes
+// within the cap once Valkey is back.
+const (
+	FirstRetryWait = 100 * time.Millisecond
+	MaxRetryWait   = 2 * time.Second
+)
+
+// Backoff is the wait between failed reads of one read loop. The zero
+// Backoff starts at FirstRetryWait. It is not safe for concurrent use.
+type Backoff struct{ wait time.Duration }
+
+// Wait waits the current backoff or until ctx is done, doubles it (up to
+// MaxRetryWait), and reports whether ctx is still live.
+func (b *Backoff) Wait(ctx context.Context) bool {
+	if b.wait == 0 {
+		b.wait = FirstRetryWait
+	}
+	ok := Sleep(ctx, b.wait)
+	b.wait = min(b.wait*2, MaxRetryWait)
+	return ok
+}
+
+// Reset starts the backoff again from FirstRetryWait, after a success.
+func (b *Backoff) Reset() { b.wait = 0 }
