@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pyrula/caseworker/bundle/bundletest"
 	"github.com/pyrula/caseworker/internal/testenv"
 )
 
@@ -33,37 +33,10 @@ print(hashlib.sha256(b).hexdigest(), len(b))
 // hold varied JSON (non-ASCII and escaped strings, floats, big integers,
 // nested objects), each with the call:done event of a real capture.
 func genIndentedBundle(tb testing.TB, size int) []byte {
-	rng := rand.New(rand.NewPCG(7, uint64(size)))
-	var b bytes.Buffer
-	compact := size * 2 / 3 // indentation adds about half
-	b.Grow(compact + 4096)
-	fp := strings.Repeat("ab", 32)
-	var keys []string
-	b.WriteString(`{"results":[`)
-	for i := 0; b.Len() < compact*9/10; i++ {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		keys = append(keys, fmt.Sprintf("fetch_%d:%d", rng.IntN(1000), i))
-		fmt.Fprintf(&b, `{"kind":"step","key":"%s","fingerprint":"%s","result":{"id":%d,"score":%s,"big":%d%d,"name":"Grüße \"%d\"\n","tags":["a","b\u00e9","c"],"nested":{"z":%t,"a":null,"m":[%s,%s]},"text":"%s"}}`,
-			keys[i], fp, i, strconv.FormatFloat(rng.Float64()*1e6, 'g', -1, 64),
-			rng.Uint64(), rng.Uint64(), i, i%2 == 0,
-			strconv.FormatFloat(rng.NormFloat64(), 'g', -1, 64), strconv.FormatFloat(rng.ExpFloat64()*1e-7, 'g', -1, 64),
-			strings.Repeat("lorem ipsum dolor sit amet ", 1+rng.IntN(12)))
-	}
-	b.WriteString(`],"history":[`)
-	seq := 0
-	for b.Len() < compact {
-		if seq > 0 {
-			b.WriteByte(',')
-		}
-		seq++
-		fmt.Fprintf(&b, `{"run_seq":%d,"kind":"call:done","at":"2026-11-30T10:00:00Z","call":{"kind":"step","key":"%s","fingerprint":"%s","effect":"read"}}`, seq, keys[(seq-1)%len(keys)], fp)
-	}
-	fmt.Fprintf(&b, `],"manifest":{"format":1,"kind":"workflow","target_name":"bench","code_version":"v1","registration":{"tools":[],"steps":[]},"recorded_config":{},"pyrula_version":"0.1.0","source":{"run_id":"r","namespace":"pyrula","origin":"valkey"},"fork_after_seq":%d,"capture":{"complete":true,"missing":[]},"inputs":{"n":1}}}`, seq)
+	compact := bundletest.Generate(size*2/3, 7) // indentation adds about half
 	var out bytes.Buffer
 	out.Grow(size + size/8)
-	if err := json.Indent(&out, b.Bytes(), "", "  "); err != nil {
+	if err := json.Indent(&out, compact, "", "  "); err != nil {
 		tb.Fatal(err)
 	}
 	return out.Bytes()
