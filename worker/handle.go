@@ -240,6 +240,11 @@ func (w *Worker) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, str
 		if env.ReplyTo == w.cfg.CaseStream {
 			return refuse(messages.InvalidOverrides, "reply_to must not be the message stream")
 		}
+		if !usableReplyTo(env.ReplyTo) {
+			// Never a stream named after what invalid bytes decode to: the
+			// refusal goes to the default reply stream.
+			return refuse(messages.InvalidOverrides, "entry %s: reply_to is not valid UTF-8 (or holds U+FFFD, what invalid UTF-8 and lone surrogate escapes decode to)", e.ID)
+		}
 		out.replyTo = env.ReplyTo
 	}
 	if err := checkMessageID(env.MessageID); err != nil {
@@ -318,6 +323,13 @@ func encodeResult(result any) ([]byte, error) {
 
 // maxMessageIDBytes is the longest message_id accepted.
 const maxMessageIDBytes = 200
+
+// usableReplyTo reports whether a decoded reply_to can name a stream: valid
+// UTF-8 without U+FFFD, which is what encoding/json makes of invalid bytes
+// and lone surrogate escapes (two different reply_to would name one stream).
+func usableReplyTo(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, utf8.RuneError)
+}
 
 // checkMessageID accepts 1 to 200 bytes of valid UTF-8, printable
 // characters without braces or spaces, so that the id is safe inside a
@@ -559,7 +571,7 @@ func (w *Worker) deadLetter(ctx context.Context, e valkey.XRangeEntry, deliverie
 	log := w.log.With(zap.String("entry_id", e.ID), zap.String("message_id", env.MessageID), zap.String("type", string(env.Type)))
 	dead := w.cfg.CaseStream + ":dead"
 	out := outcome{replyTo: w.cfg.ReplyStream}
-	if env.ReplyTo != "" && env.ReplyTo != w.cfg.CaseStream {
+	if env.ReplyTo != "" && env.ReplyTo != w.cfg.CaseStream && usableReplyTo(env.ReplyTo) {
 		out.replyTo = env.ReplyTo
 	}
 	out.reply = messages.Reply{MessageID: env.MessageID, Type: env.Type, Status: messages.StatusError, Code: messages.RuntimeError,

@@ -271,3 +271,41 @@ func TestRedoneDeleteTellsTheTruth(t *testing.T) {
 		}
 	})
 }
+
+// TestReplyToNotUTF8Refused: a reply_to that is not valid UTF-8 (or holds
+// what invalid bytes decode to) is refused on the default reply stream,
+// never normalised into the name of another stream, and nothing is done.
+func TestReplyToNotUTF8Refused(t *testing.T) {
+	t.Parallel()
+	onBackends(t, func(t *testing.T, setup newEnv) {
+		st := memstore.New(memstore.Options{})
+		e := setup(t, st, nil)
+		putBundle(t, st, hashOf(1))
+		ctx := context.Background()
+		replyTo := e.cfg.Namespace + ":mine-"
+		entries := map[string]bool{}
+		for i, rt := range []string{`"` + replyTo + "\xff" + `"`, `"` + replyTo + `\ud800"`, `"` + replyTo + "\uFFFD" + `"`} {
+			msg := fmt.Sprintf(`{"message_id":"rt-%d","type":"delete_case_bundle","reply_to":%s,"body":{"fixture_hash":"%s"}}`, i, rt, hashOf(1))
+			eid, err := e.client.Do(ctx, e.client.B().Xadd().Key(e.cfg.CaseStream).Id("*").FieldValue().FieldValue("message", msg).Build()).ToString()
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries[eid] = true
+		}
+		for _, r := range e.waitReplies(len(entries)) {
+			if !entries[r.EntryID] || r.Status != messages.StatusRefused || r.Code != messages.InvalidOverrides || !strings.Contains(r.Message, "reply_to") {
+				t.Errorf("reply %+v: want refused invalid_overrides naming its entry and reply_to", r)
+			}
+			delete(entries, r.EntryID)
+		}
+		if len(entries) != 0 {
+			t.Errorf("entries without a reply on the default stream: %v", entries)
+		}
+		if n, err := e.client.Do(ctx, e.client.B().Exists().Key(replyTo+"\uFFFD").Build()).AsInt64(); err != nil || n != 0 {
+			t.Errorf("the normalised reply_to stream exists (%d, %v)", n, err)
+		}
+		if !stored(t, st, hashOf(1)) {
+			t.Error("a message with an unusable reply_to was executed")
+		}
+	})
+}
