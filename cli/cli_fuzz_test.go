@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/internal/fuzztext"
 	"github.com/pyrula/caseworker/messages"
 )
 
@@ -130,7 +130,7 @@ func FuzzRedact(f *testing.F) {
 		if a == b {
 			return // no letter of the password to change
 		}
-		if fuzzKeywords(a) != fuzzKeywords(b) {
+		if fuzztext.Keywords(a) != fuzztext.Keywords(b) {
 			return // the change made or unmade a word that redaction looks for
 		}
 		a, b = prefix+a+suffix, prefix+b+suffix
@@ -164,27 +164,27 @@ var fuzzSecretParams = []string{"password", "sslpassword", "aws_secret_access_ke
 // false for mode 0 when net/url does not read pass as the URL's password.
 func fuzzRedactText(mode, scheme uint8, custom, user, pass, host, tail string, other bool) (string, bool) {
 	if mode%3 == 0 {
-		pass = fuzzWithin(pass, fuzzUserinfoChars)
+		pass = fuzztext.Within(pass, fuzzUserinfoChars)
 	} else {
-		pass = fuzzWithin(pass, fuzzValueChars)
+		pass = fuzztext.Within(pass, fuzzValueChars)
 	}
 	if other {
-		pass = fuzzShift(pass)
+		pass = fuzztext.Shift(pass)
 	}
 	sch := fuzzSchemes[int(scheme)%len(fuzzSchemes)]
 	if int(scheme)%(len(fuzzSchemes)+1) == len(fuzzSchemes) && custom != "" {
-		sch = fuzzWithin(custom, fuzzSchemeRest) // any other scheme
+		sch = fuzztext.Within(custom, fuzzSchemeRest) // any other scheme
 		if c := sch[0]; c < 'a' || c > 'z' {
 			sch = "x" + sch
 		}
 	}
-	host = fuzzWithin(host, fuzzHostChars)
-	if tail = fuzzWithin(tail, fuzzPathChars); tail != "" && tail[0] != '/' {
+	host = fuzztext.Within(host, fuzzHostChars)
+	if tail = fuzztext.Within(tail, fuzzPathChars); tail != "" && tail[0] != '/' {
 		tail = "/" + tail
 	}
 	switch mode % 3 {
 	case 0:
-		user = fuzzWithin(user, strings.ReplaceAll(fuzzUserinfoChars, ":", ""))
+		user = fuzztext.Within(user, strings.ReplaceAll(fuzzUserinfoChars, ":", ""))
 		raw := sch + "://" + user + ":" + pass + "@" + host + tail
 		u, err := url.Parse(raw)
 		if err != nil || u.User == nil {
@@ -200,41 +200,6 @@ func fuzzRedactText(mode, scheme uint8, custom, user, pass, host, tail string, o
 		}
 		return sch + "://" + host + tail + sep + fuzzSecretParams[int(scheme)%len(fuzzSecretParams)] + "=" + pass, true
 	default:
-		return "host=" + host + " user=" + fuzzWithin(user, fuzzValueChars) + " " + fuzzSecretParams[int(scheme)%len(fuzzSecretParams)] + "=" + pass + " dbname=" + fuzzWithin(tail, fuzzValueChars), true
+		return "host=" + host + " user=" + fuzztext.Within(user, fuzzValueChars) + " " + fuzzSecretParams[int(scheme)%len(fuzzSecretParams)] + "=" + pass + " dbname=" + fuzztext.Within(tail, fuzzValueChars), true
 	}
-}
-
-// fuzzWithin maps every byte of s that is not in alphabet to one that is.
-func fuzzWithin(s, alphabet string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if strings.IndexByte(alphabet, c) < 0 {
-			b[i] = alphabet[int(c)%len(alphabet)]
-		}
-	}
-	return string(b)
-}
-
-// fuzzShift changes each letter g–z (either case) to the next (z to g).
-func fuzzShift(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		switch {
-		case c >= 'g' && c < 'z', c >= 'G' && c < 'Z':
-			b[i] = c + 1
-		case c == 'z', c == 'Z':
-			b[i] = c - 'z' + 'g'
-		}
-	}
-	return string(b)
-}
-
-// fuzzKeywords counts the words redaction looks for that s holds.
-func fuzzKeywords(s string) string {
-	s = strings.ToLower(s)
-	var out []string
-	for _, w := range []string{"password", "passwd", "secret", "token", "key", "credential", "signature"} {
-		out = append(out, strconv.Itoa(strings.Count(s, w)))
-	}
-	return strings.Join(out, ",")
 }

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"net/url"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/pyrula/caseworker/internal/fuzztext"
 	"github.com/pyrula/caseworker/store"
 )
 
@@ -96,7 +96,7 @@ func FuzzURLCredentials(f *testing.F) {
 		if a == b {
 			return // no letter of the password to change
 		}
-		if keywords(a) != keywords(b) {
+		if fuzztext.Keywords(a) != fuzztext.Keywords(b) {
 			return // the change made or unmade a word that redaction looks for
 		}
 		if ra, rb := store.Redact(a), store.Redact(b); ra != rb {
@@ -135,24 +135,24 @@ var secretParams = []string{"password", "sslpassword", "aws_secret_access_key", 
 // to the next one (keeping its class, and every percent escape as valid
 // as it was).
 func credentialText(mode, scheme uint8, custom, user, pass, host, tail string, other bool) string {
-	pass = within(pass, userinfoChars)
+	pass = fuzztext.Within(pass, userinfoChars)
 	if mode%3 != 0 {
-		pass = within(pass, valueChars)
+		pass = fuzztext.Within(pass, valueChars)
 	}
 	if other {
-		pass = shift(pass)
+		pass = fuzztext.Shift(pass)
 	}
 	sch := schemes[int(scheme)%len(schemes)]
 	if int(scheme)%(len(schemes)+1) == len(schemes) && custom != "" {
-		sch = within(custom, schemeRest) // any other scheme
+		sch = fuzztext.Within(custom, schemeRest) // any other scheme
 		if c := sch[0]; c < 'a' || c > 'z' {
 			sch = "x" + sch
 		}
 	}
-	host = within(host, hostChars)
+	host = fuzztext.Within(host, hostChars)
 	switch mode % 3 {
 	case 0:
-		return sch + "://" + within(user, strings.ReplaceAll(userinfoChars, ":", "")) + ":" + pass + "@" + host + tail
+		return sch + "://" + fuzztext.Within(user, strings.ReplaceAll(userinfoChars, ":", "")) + ":" + pass + "@" + host + tail
 	case 1:
 		tail, _, _ = strings.Cut(tail, "#") // the parameter is in the query, not the fragment
 		sep := "?"
@@ -161,41 +161,6 @@ func credentialText(mode, scheme uint8, custom, user, pass, host, tail string, o
 		}
 		return sch + "://" + host + tail + sep + secretParams[int(scheme)%len(secretParams)] + "=" + pass
 	default:
-		return "host=" + host + " user=" + within(user, valueChars) + " password=" + pass + " dbname=" + within(tail, valueChars)
+		return "host=" + host + " user=" + fuzztext.Within(user, valueChars) + " password=" + pass + " dbname=" + fuzztext.Within(tail, valueChars)
 	}
-}
-
-// within maps every byte of s that is not in alphabet to one that is.
-func within(s, alphabet string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if strings.IndexByte(alphabet, c) < 0 {
-			b[i] = alphabet[int(c)%len(alphabet)]
-		}
-	}
-	return string(b)
-}
-
-// shift changes each letter g–z (either case) to the next (z to g).
-func shift(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		switch {
-		case c >= 'g' && c < 'z', c >= 'G' && c < 'Z':
-			b[i] = c + 1
-		case c == 'z', c == 'Z':
-			b[i] = c - 'z' + 'g'
-		}
-	}
-	return string(b)
-}
-
-// keywords counts the words redaction looks for that s holds.
-func keywords(s string) string {
-	s = strings.ToLower(s)
-	var out []string
-	for _, w := range []string{"password", "passwd", "secret", "token", "key", "credential", "signature"} {
-		out = append(out, strconv.Itoa(strings.Count(s, w)))
-	}
-	return strings.Join(out, ",")
 }
