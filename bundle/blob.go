@@ -155,6 +155,75 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// WriteTo implements io.WriterTo: the decoder writes each decompressed block
+// straight to w (no copy through a caller's small buffer, which is what
+// io.Copy to io.Discard would use) while the hasher's goroutine hashes the
+// block before. Its errors are those Read would return; an error of w is
+// returned as it is.
+func (v *verifyingReader) WriteTo(w io.Writer) (int64, error) {
+	if v.err != nil {
+		if v.err == io.EOF {
+			return 0, nil
+		}
+		return 0, v.err
+	}
+	if v.dec == nil {
+		if err := v.start(); err != nil {
+			v.err = err
+			return 0, err
+		}
+	}
+	tw := &verifyingWriter{v: v, w: w}
+	n, err := v.dec.WriteTo(tw)
+	switch {
+	case tw.err != nil:
+		v.err = tw.err
+		return n, tw.err
+	case err == nil:
+		got := v.h.Sum()
+		if subtle.ConstantTimeCompare([]byte(got), []byte(v.want)) != 1 {
+			v.err = messages.Errorf(messages.BundleCorrupt, "bundle %s: stored bytes hash to %s (re-export it)", v.want.Short(), got.Short())
+			return n, v.err
+		}
+		v.err = io.EOF
+		return n, nil
+	default:
+		var re *readError
+		if errors.As(err, &re) {
+			v.err = fmt.Errorf("bundle %s: read: %w", v.want.Short(), re.err)
+		} else {
+			v.err = messages.Errorf(messages.BundleCorrupt, "bundle %s does not decompress: %w", v.want.Short(), err)
+		}
+		return n, v.err
+	}
+}
+
+// verifyingWriter is what the decoder writes to in WriteTo: it counts
+// against the limit, hands the block to the hasher and then to w.
+type verifyingWriter struct {
+	v   *verifyingReader
+	w   io.Writer
+	err error // the limit's or w's; it stops the decoder
+}
+
+func (t *verifyingWriter) Write(p []byte) (int, error) {
+	v := t.v
+	v.n += int64(len(p))
+	if v.n > v.limit {
+		t.err = messages.Errorf(messages.BundleCorrupt, "bundle %s decompresses to more than %d bytes", v.want.Short(), v.limit)
+		return 0, t.err
+	}
+	v.h.Write(p)
+	n, err := t.w.Write(p)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		t.err = err
+	}
+	return n, err
+}
+
 // Close implements io.Closer; it releases the decoder (not the blob).
 func (v *verifyingReader) Close() error {
 	v.h.stop()

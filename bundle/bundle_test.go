@@ -173,6 +173,32 @@ func TestVerifyingReader(t *testing.T) {
 	wantCode(t, bundle.Verify(bytes.NewReader(c.Bytes()), c.Hash()), messages.BundleCorrupt)
 }
 
+// TestVerifyingReaderWriteTo: io.Copy goes through WriteTo, which writes
+// the same bytes as Read, passes the writer's error through unchanged and
+// still refuses a blob of other content.
+func TestVerifyingReaderWriteTo(t *testing.T) {
+	t.Parallel()
+	c := mustRead(t, readFile(t, "workflow.input.json"))
+	blob := blobOf(t, c)
+	var out bytes.Buffer
+	n, err := io.Copy(&out, bundle.NewVerifyingReader(bytes.NewReader(blob), c.Hash()))
+	if err != nil || n != c.Size() || !bytes.Equal(out.Bytes(), c.Bytes()) {
+		t.Fatalf("io.Copy: %d bytes, %v; same bytes: %v", n, err, bytes.Equal(out.Bytes(), c.Bytes()))
+	}
+	full := errors.New("disk full")
+	_, err = io.Copy(failingWriter{full}, bundle.NewVerifyingReader(bytes.NewReader(blob), c.Hash()))
+	if !errors.Is(err, full) {
+		t.Fatalf("writer error = %v, want %v", err, full)
+	}
+	other := blobOf(t, mustRead(t, readFile(t, "agent.input.json")))
+	_, err = io.Copy(io.Discard, bundle.NewVerifyingReader(bytes.NewReader(other), c.Hash()))
+	wantCode(t, err, messages.BundleCorrupt)
+}
+
+type failingWriter struct{ err error }
+
+func (w failingWriter) Write([]byte) (int, error) { return 0, w.err }
+
 // TestVerifyingReaderBounded: a stored blob that decompresses past the
 // limit is refused without decompressing it all.
 func TestVerifyingReaderBounded(t *testing.T) {

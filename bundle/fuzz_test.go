@@ -99,6 +99,20 @@ func FuzzVerify(f *testing.F) {
 	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		got, err := io.ReadAll(bundle.NewVerifyingReader(bytes.NewReader(in), c.Hash()))
+		// WriteTo (what io.Copy uses) gives the same verdict as Read.
+		var viaWriteTo bytes.Buffer
+		_, errWriteTo := bundle.NewVerifyingReader(bytes.NewReader(in), c.Hash()).(io.WriterTo).WriteTo(&viaWriteTo)
+		if (err == nil) != (errWriteTo == nil) {
+			t.Fatalf("Read: %v, WriteTo: %v", err, errWriteTo)
+		}
+		if err == nil && !bytes.Equal(viaWriteTo.Bytes(), got) {
+			t.Fatal("WriteTo wrote other bytes than Read returned")
+		}
+		if errWriteTo != nil {
+			if code, ok := messages.CodeOf(errWriteTo); !ok || code != messages.BundleCorrupt {
+				t.Fatalf("WriteTo error %v, want bundle_corrupt", errWriteTo)
+			}
+		}
 		if err == nil {
 			// Only a frame of the real bundle's bytes verifies.
 			if !bytes.Equal(got, b) {
