@@ -35,8 +35,8 @@ type Canonical struct {
 	// each result's region in sorted order, comma-separated), then tail.
 	buf     []byte
 	head    [][]byte
-	region  []byte        // results in order already, or nil
-	results []resultEntry // sorted, when region is nil
+	region  []byte       // results in order already, or nil
+	results []resultSpan // sorted, when region is nil
 
 	blob []byte // the zstd blob, when Read made it (Options.Compress)
 }
@@ -281,6 +281,11 @@ type resultEntry struct {
 	start, end uint32 // the buffer never passes MaxCanonicalSize (+ slack)
 	kind, key  string
 }
+
+// resultSpan is where a result's canonical bytes are in the buffer: all a
+// Canonical keeps of its results once they are sorted and checked (a fifth
+// of a resultEntry, and no key strings).
+type resultSpan struct{ start, end uint32 }
 
 // reader holds the state of one Read.
 type reader struct {
@@ -668,6 +673,12 @@ func (r *reader) finish() (*Canonical, error) {
 	if err := r.checkCalls(); err != nil {
 		return nil, err
 	}
+	if c.region == nil {
+		c.results = make([]resultSpan, len(r.results))
+		for i, e := range r.results {
+			c.results[i] = resultSpan{e.start, e.end}
+		}
+	}
 	c.manifest = *man
 	for s := range c.segments() {
 		c.size += int64(len(s))
@@ -718,7 +729,6 @@ func (r *reader) assemble() *Canonical {
 		c.region = r.buf[r.resStart:r.resEnd]
 	} else {
 		slices.SortFunc(r.results, compareResults)
-		c.results = r.results
 	}
 	return c
 }

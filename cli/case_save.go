@@ -77,6 +77,7 @@ func (a *app) save(ctx context.Context, s store.Store, j journal.Journal, target
 		}
 		return fmt.Errorf("case save: %w", err)
 	}
+	returnGarbage(c)
 	if _, err := store.Save(ctx, s, c); err != nil {
 		return fmt.Errorf("case save: %w", err)
 	}
