@@ -38,7 +38,7 @@ func TestDecodeCanonicalMatchesEncodingJSON(t *testing.T) {
 			t.Errorf("%s: fast path refused a canonical bundle", name)
 		}
 		var trusted, ref Bundle
-		if err := decodeTrusted(in, &trusted); err != nil {
+		if err := decodeTrusted(in, &trusted, 0, 0); err != nil {
 			t.Errorf("%s: decodeTrusted refused a canonical bundle: %v", name, err)
 		} else if json.Unmarshal(in, &ref) != nil || !reflect.DeepEqual(trusted, ref) {
 			t.Errorf("%s: decodeTrusted differs from encoding/json", name)

@@ -113,7 +113,7 @@ func (c *Canonical) Decode() (*Bundle, error) {
 	// One copy that the raw values alias, as json.Unmarshal's copies would
 	// not alias the Canonical's bytes.
 	buf := c.Bytes()
-	if decodeTrusted(buf, &b) == nil {
+	if decodeTrusted(buf, &b, c.summary.HistoryCount, c.summary.ResultCount) == nil {
 		return &b, nil
 	}
 	b = Bundle{}
