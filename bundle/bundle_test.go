@@ -518,3 +518,27 @@ func reversed(t *testing.T, in []byte) []byte {
 	write(v, "")
 	return out.Bytes()
 }
+
+// TestValidHash: exactly 64 characters, each 0-9 or a-f, wherever the
+// odd one is.
+func TestValidHash(t *testing.T) {
+	t.Parallel()
+	base := strings.Repeat("0", 64)
+	for c := range 256 {
+		want := (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')
+		for _, at := range []int{0, 31, 63} {
+			s := base[:at] + string([]byte{byte(c)}) + base[at+1:]
+			if got := bundle.ValidHash(s); got != want {
+				t.Fatalf("ValidHash with byte %#x at %d = %v, want %v", c, at, got, want)
+			}
+		}
+	}
+	for _, s := range []string{"", base[:63], base + "0", strings.ToUpper(string(bundle.HashBytes(nil)))} {
+		if bundle.ValidHash(s) {
+			t.Fatalf("ValidHash(%q) = true", s)
+		}
+	}
+	if !bundle.ValidHash(string(bundle.HashBytes(nil))) {
+		t.Fatal("the hash of nothing is not valid")
+	}
+}
