@@ -302,13 +302,16 @@ func (s *Scanner) number() bool {
 	}
 	intEnd := i
 	float := false
+	fracStart := i
 	if i < len(src) && src[i] == '.' {
 		i++
+		fracStart = i
 		if digits() == 0 {
 			return false
 		}
 		float = true
 	}
+	fracEnd := i
 	if i < len(src) && (src[i] == 'e' || src[i] == 'E') {
 		i++
 		if i < len(src) && (src[i] == '+' || src[i] == '-') {
@@ -328,10 +331,44 @@ func (s *Scanner) number() bool {
 		}
 		return n <= MaxIntDigits && string(raw) != "-0"
 	}
+	if i == fracEnd && shortestFixed(src[start:intEnd], src[fracStart:fracEnd]) {
+		return true
+	}
 	f, err := strconv.ParseFloat(string(raw), 64)
 	if err != nil {
 		return false
 	}
 	var tmp [32]byte
 	return bytes.Equal(AppendFloat(tmp[:0], f), raw)
+}
+
+// shortestFixed reports, without parsing, that a float written as
+// intPart.frac (no exponent; intPart may start with '-') is in canonical
+// form: at most 15 significant digits, so that no shorter decimal names
+// the same float64 (every decimal of up to 15 digits round-trips), a value
+// from 1e-4 up (fixed notation, not an exponent, as AppendFloat writes
+// it), and no trailing zero in the fraction unless the fraction is "0" of
+// a non-zero integer. Anything else (zero, exponents, long or tiny
+// numbers) is left to the full check; false never means "not canonical".
+func shortestFixed(intPart, frac []byte) bool {
+	if len(intPart) > 0 && intPart[0] == '-' {
+		intPart = intPart[1:]
+	}
+	if len(frac) == 0 || len(intPart) == 0 {
+		return false
+	}
+	if intPart[0] != '0' && string(frac) == "0" {
+		return len(intPart) <= 15 // an integer of up to 15 digits, exactly
+	}
+	if frac[len(frac)-1] == '0' {
+		return false
+	}
+	if intPart[0] != '0' {
+		return len(intPart)+len(frac) <= 15
+	}
+	lead := 0
+	for lead < len(frac) && frac[lead] == '0' {
+		lead++
+	}
+	return lead <= 3 && len(frac)-lead <= 15 // from 1e-4 up
 }
