@@ -34,6 +34,15 @@ import (
 
 var benchSizes = []int{1 << 20, 16 << 20, 128 << 20}
 
+// sizes are the bundle sizes a benchmark runs: only the smallest with
+// -short (the smoke run of scripts/test).
+func sizes() []int {
+	if testing.Short() {
+		return benchSizes[:1]
+	}
+	return benchSizes
+}
+
 // genBundle is bundletest.Generate with the bundle benchmarks' seed.
 func genBundle(size int) []byte { return bundletest.Generate(size, 1) }
 
@@ -103,7 +112,7 @@ func sizeName(n int) string { return fmt.Sprintf("%dMiB", n>>20) }
 // BenchmarkCanonicalizeHash: Read (detect, canonicalise, validate, sort,
 // hash) of a plain-JSON bundle.
 func BenchmarkCanonicalizeHash(b *testing.B) {
-	for _, size := range benchSizes {
+	for _, size := range sizes() {
 		b.Run(sizeName(size), func(b *testing.B) {
 			in := benchInput(size)
 			c, err := bundle.Read(bytes.NewReader(in), bundle.Options{})
@@ -129,7 +138,7 @@ func BenchmarkCanonicalizeHash(b *testing.B) {
 
 // BenchmarkCompress: the zstd blob of a canonical bundle.
 func BenchmarkCompress(b *testing.B) {
-	for _, size := range benchSizes {
+	for _, size := range sizes() {
 		b.Run(sizeName(size), func(b *testing.B) {
 			c, err := bundle.Read(bytes.NewReader(benchInput(size)), bundle.Options{})
 			if err != nil {
@@ -160,7 +169,7 @@ func (c *countWriter) Write(p []byte) (int, error) { *c += countWriter(len(p)); 
 // BenchmarkVerifiedRead: decompress and hash a stored blob, beside the
 // anchor of raw zstd decompression of the same blob (target: ≥ 60 %).
 func BenchmarkVerifiedRead(b *testing.B) {
-	for _, size := range benchSizes {
+	for _, size := range sizes() {
 		c, err := bundle.Read(bytes.NewReader(benchInput(size)), bundle.Options{})
 		if err != nil {
 			b.Fatal(err)
@@ -213,7 +222,10 @@ print(hashlib.sha256(b).hexdigest(), resource.getrusage(resource.RUSAGE_SELF).ru
 // and compression run beside canonicalisation); "unsorted" has keys and
 // results out of order (they run after it).
 func BenchmarkImportVsPython(b *testing.B) {
-	const size = 190 << 20
+	size := 190 << 20
+	if testing.Short() {
+		size = 4 << 20
+	}
 	dir := b.TempDir()
 	unsorted := genBundle(size)
 	c, err := bundle.Read(bytes.NewReader(unsorted), bundle.Options{})
