@@ -194,7 +194,11 @@ func BenchmarkReplayOnly(b *testing.B) {
 // up to 100,000 calls.
 func BenchmarkReplayOnlyN(b *testing.B) {
 	reg := benchRegistry(b)
-	for _, n := range []int{1_000, 10_000, 100_000} {
+	sizes := []int{1_000, 10_000, 100_000}
+	if testing.Short() {
+		sizes = sizes[:2] // the smoke run of scripts/test
+	}
+	for _, n := range sizes {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			path := benchBundleFile(b, reg, n)
 			b.ReportAllocs()

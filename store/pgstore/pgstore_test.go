@@ -660,7 +660,7 @@ func bigBundle(b testing.TB, size int) *bundle.Canonical {
 }
 
 func BenchmarkPut(b *testing.B) {
-	for _, size := range []int{1 << 20, 64 << 20} {
+	for _, size := range benchSizes() {
 		b.Run(fmt.Sprintf("%dMiB", size>>20), func(b *testing.B) {
 			s := newStore(b, nil)
 			ctx := testCtx(b)
@@ -685,7 +685,7 @@ func BenchmarkPut(b *testing.B) {
 // BenchmarkGet measures store.Get read to the end: the query, and the
 // verification (decompression and hashing) on top.
 func BenchmarkGet(b *testing.B) {
-	for _, size := range []int{1 << 20, 64 << 20} {
+	for _, size := range benchSizes() {
 		b.Run(fmt.Sprintf("%dMiB", size>>20), func(b *testing.B) {
 			s := newStore(b, nil)
 			ctx := testCtx(b)
@@ -711,7 +711,7 @@ func BenchmarkGet(b *testing.B) {
 
 // BenchmarkOpen measures the backend alone: the blob out of the table.
 func BenchmarkOpen(b *testing.B) {
-	for _, size := range []int{1 << 20, 64 << 20} {
+	for _, size := range benchSizes() {
 		b.Run(fmt.Sprintf("%dMiB", size>>20), func(b *testing.B) {
 			s := newStore(b, nil)
 			ctx := testCtx(b)
@@ -733,4 +733,13 @@ func BenchmarkOpen(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchSizes are the blob sizes of the benchmarks: 1 MiB only with -short
+// (the smoke run of scripts/test).
+func benchSizes() []int {
+	if testing.Short() {
+		return []int{1 << 20}
+	}
+	return []int{1 << 20, 64 << 20}
 }

@@ -59,6 +59,9 @@ func BenchmarkBackends(b *testing.B) {
 		{"s3", benchS3URL},
 	}
 	sizes := []int{1 << 20, 64 << 20}
+	if testing.Short() {
+		sizes = sizes[:1] // the smoke run of scripts/test
+	}
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
 			ctx := benchCtx(b)
