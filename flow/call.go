@@ -8,10 +8,12 @@ import (
 	"fmt"
 
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 )
 
-// CallKind is the kind of a call, the first half of its identity kind:key.
-type CallKind string
+// CallKind is the kind of a call, the first half of its identity kind:key:
+// runevent.CallKind, the type of the call member of the run's events.
+type CallKind = runevent.CallKind
 
 // The call kinds of flow/README.md.
 const (
@@ -36,39 +38,27 @@ const (
 	KindStream CallKind = "stream"
 )
 
-// Effect says what a call does to the outside world.
-type Effect string
+// Effect says what a call does to the outside world: runevent.Effect
+// (Valid reports whether it is one of Read, Write and Pure).
+type Effect = runevent.Effect
 
 // The effects. A step that declares none is a Write.
 const (
 	// Read calls observe the outside world without changing it.
-	Read Effect = "read"
+	Read = runevent.EffectRead
 	// Write calls change the outside world.
-	Write Effect = "write"
+	Write = runevent.EffectWrite
 	// Pure calls depend only on their input (and on the run's clock or
 	// randomness); they never count against a live budget.
-	Pure Effect = "pure"
+	Pure = runevent.EffectPure
 )
 
-// Valid reports whether e is one of Read, Write and Pure.
-func (e Effect) Valid() bool { return e == Read || e == Write || e == Pure }
-
-// CallRef is a call as the journal shows it: the "call" object of call:start
-// and call:done events.
-type CallRef struct {
-	// Kind and Key are the call's identity kind:key.
-	Kind CallKind `json:"kind"`
-	Key  string   `json:"key"` // see Kind
-	// Fingerprint is the lowercase hex SHA-256 of the canonical JSON of the
-	// call's input, without its volatile fields (FingerprintRules).
-	Fingerprint string `json:"fingerprint"`
-	// Effect is read, write or pure.
-	Effect Effect `json:"effect"`
-}
-
-// ID is the call's identity "kind:key", e.g. "tool:toolu_01": the form
-// stop_key and supplied_results.calls use.
-func (c CallRef) ID() string { return string(c.Kind) + ":" + c.Key }
+// CallRef is a call as the journal shows it, the "call" object of
+// call:start and call:done events: runevent.Call, with Kind and Key (the
+// identity kind:key, ID), Fingerprint (the lowercase hex SHA-256 of the
+// canonical JSON of the call's input, without its volatile fields:
+// FingerprintRules) and Effect.
+type CallRef = runevent.Call
 
 // Call is one call of a run as the runtime sees it before resolving it: what a
 // Resolver is given.

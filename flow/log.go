@@ -64,16 +64,17 @@ type Batch struct {
 }
 
 // MemLog is an in-memory Log for tests and embedded use. Load returns
-// exactly what a journal that stores events as JSON would return (every
-// Load gives what decoding the encoded event gives, and fails where that
-// would fail), but events are kept as Go values, normalised at Append to
-// what the JSON round trip yields, and encoded only when EventsJSON asks;
-// an event the normalisation cannot vouch for (invalid UTF-8, raw values
-// with white space around them, Extra fields that the round trip would
-// move) is kept as its JSON, as before. As the Log contract allows, Append
-// keeps the raw values, Call and Extra of the events it is given: callers
-// must not change them afterwards. Load returns copies. It is safe for
-// concurrent use.
+// exactly what a journal returns for the same appends: each event as
+// decoding its JSON gives it (Event.RoundTrip: At in UTC to the
+// microsecond, raw values canonical, fields not of its kind dropped). But
+// Append only numbers and keeps the events it is given, as Go values: the
+// round trip is made by Load, and the encoding by EventsJSON. So Load fails
+// (and Events and EventsJSON panic) for a run holding an event a journal
+// would have refused at Append (Event.AppendJSON fails: no kind, a raw value
+// that is not valid JSON, …). As the Log contract allows, Append keeps the
+// raw values, Call and Extra of the events it is given: callers must not
+// change them afterwards. Load returns copies. It is safe for concurrent
+// use.
 type MemLog struct {
 	mu   sync.Mutex
 	runs map[string]*memRun
@@ -107,11 +108,11 @@ func (m *MemLog) Load(ctx context.Context, runID string) (Recorded, error) {
 	}
 	rec := Recorded{Events: make([]Event, 0, r.events.n)}
 	for me := range r.events.all() {
-		ev, err := me.event()
+		ev, err := me.value().RoundTrip()
 		if err != nil {
 			return Recorded{}, fmt.Errorf("memlog: load %s: %w", runID, err)
 		}
-		rec.Events = append(rec.Events, ev)
+		rec.Events = append(rec.Events, cloneEvent(ev))
 	}
 	if r.results.n > 0 {
 		rec.Results = make([]bundle.Result, 0, r.results.n)
@@ -120,23 +121,6 @@ func (m *MemLog) Load(ctx context.Context, runID string) (Recorded, error) {
 		rec.Results = append(rec.Results, *res)
 	}
 	return rec, nil
-}
-
-// event returns a copy of the stored event that shares nothing mutable with
-// the log.
-func (me *memEvent) event() (Event, error) {
-	if me.enc != nil {
-		var ev Event
-		err := json.Unmarshal(me.enc, &ev)
-		return ev, err
-	}
-	ev := me.value()
-	if !validJSON(&ev) {
-		// What decoding the event's JSON would say.
-		raw, _ := ev.MarshalJSON()
-		return Event{}, json.Unmarshal(raw, new(Event))
-	}
-	return cloneEvent(ev), nil
 }
 
 // Append implements Log.
@@ -156,7 +140,10 @@ func (m *MemLog) Append(ctx context.Context, runID string, b Batch) (int64, erro
 	switch len(b.Results) {
 	case 0:
 	case 1:
-		if res := b.Results[0]; r.keys[resultKey{res.Kind, res.Key}] {
+		// One map operation where a lookup and an insert were two: a call
+		// appends one result, and a long case run appends millions.
+		res, n := b.Results[0], len(r.keys)
+		if r.keys[resultKey{res.Kind, res.Key}] = true; len(r.keys) == n {
 			return 0, fmt.Errorf("memlog: append %s: %s:%s: %w", runID, res.Kind, res.Key, ErrResultExists)
 		}
 	default:
@@ -169,14 +156,14 @@ func (m *MemLog) Append(ctx context.Context, runID string, b Batch) (int64, erro
 			added[k] = true
 		}
 	}
-	if err := r.store(b.Events); err != nil {
-		return 0, fmt.Errorf("memlog: append %s: %w", runID, err)
-	}
+	r.store(b.Events)
 	if m.runs[runID] != r {
 		m.runs[runID] = r
 	}
 	for _, res := range b.Results {
-		r.keys[resultKey{res.Kind, res.Key}] = true
+		if len(b.Results) > 1 {
+			r.keys[resultKey{res.Kind, res.Key}] = true
+		}
 		r.results.add(cloneResult(res))
 	}
 	return int64(r.events.n), nil
@@ -199,51 +186,33 @@ func (m *MemLog) Finish(ctx context.Context, runID string, terminal Event) (int6
 	if r.finished {
 		return 0, fmt.Errorf("memlog: finish %s: %w", runID, ErrFinished)
 	}
-	if err := r.store([]Event{terminal}); err != nil {
-		return 0, fmt.Errorf("memlog: finish %s: %w", runID, err)
-	}
+	r.store([]Event{terminal})
 	m.runs[runID] = r
 	r.finished = true
 	return int64(r.events.n), nil
 }
 
-// store numbers events after r's and adds them to r, all or none.
-func (r *memRun) store(events []Event) error {
-	var stored [2]memEvent // the runtime appends one or two events at a time
-	out := stored[:0]
-	for i, ev := range events {
-		ev.RunSeq = int64(r.events.n + i + 1)
-		if norm, ok := roundTripped(ev); ok {
-			out = append(out, compact(norm))
-			continue
-		}
-		// MarshalJSON directly: json.Marshal would validate and compact its
-		// output once more.
-		raw, err := ev.MarshalJSON()
-		if err != nil {
-			return err
-		}
-		out = append(out, memEvent{enc: raw})
+// store numbers events after r's and adds them to r.
+func (r *memRun) store(events []Event) {
+	for i := range events {
+		r.events.add(compact(&events[i], int64(r.events.n+1)))
 	}
-	for _, me := range out {
-		r.events.add(me)
-	}
-	return nil
 }
 
-// Events returns a copy of the run's events (nil for an unknown run).
+// Events returns a copy of the run's events, as Load gives them (nil for an
+// unknown run); it panics where Load fails.
 func (m *MemLog) Events(runID string) []Event {
 	rec, err := m.Load(context.Background(), runID)
 	if err != nil {
-		panic(err) // MemLog decodes only what it encoded
+		panic(err) // an event a journal would have refused
 	}
 	return rec.Events
 }
 
-// EventsJSON returns the run's events as canonical JSON: for each, the
-// bytes Event.MarshalJSON gives with keys sorted and no white space, which
-// is how a journal stores and prints the same event (nil for an unknown
-// run).
+// EventsJSON returns the run's events as canonical JSON, Event.AppendJSON:
+// the bytes a journal stores and prints for the same events (nil for an
+// unknown run). It panics, as Events does, for a run holding an event a
+// journal would have refused.
 func (m *MemLog) EventsJSON(runID string) []json.RawMessage {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -253,18 +222,11 @@ func (m *MemLog) EventsJSON(runID string) []json.RawMessage {
 	}
 	out := make([]json.RawMessage, 0, r.events.n)
 	for me := range r.events.all() {
-		raw := me.enc
-		if raw == nil {
-			var err error
-			if raw, err = me.value().MarshalJSON(); err != nil {
-				panic(err) // roundTripped vouched for the event
-			}
-		}
-		canon, err := canonical(raw)
+		raw, err := me.value().AppendJSON(nil)
 		if err != nil {
-			canon = slices.Clone(raw) // kept as given: it was not valid canonical JSON
+			panic(fmt.Errorf("memlog: run %s: %w", runID, err))
 		}
-		out = append(out, canon)
+		out = append(out, raw)
 	}
 	return out
 }

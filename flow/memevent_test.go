@@ -3,33 +3,33 @@ package flow
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
-)
 
-// decoded is what a journal that stores events as JSON gives back for ev.
-func decoded(t *testing.T, ev Event) (Event, []byte) {
-	t.Helper()
-	raw, err := ev.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back Event
-	if err := json.Unmarshal(raw, &back); err != nil {
-		t.Fatalf("decode %s: %v", raw, err)
-	}
-	return back, raw
-}
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/runevent"
+)
 
 // memEventCases are events of every kind, with the edge cases of the JSON
 // round trip: null and missing values, times with nanoseconds and zones,
 // Extra fields that clash with fields of the kind, invalid UTF-8, raw
-// values with white space.
-func memEventCases() []Event {
+// values that are not canonical or not JSON, members a decoded event
+// lacks.
+func memEventCases(t *testing.T) []Event {
 	at := time.Date(2026, 3, 14, 9, 26, 53, 37_654_321, time.FixedZone("X", 3600))
 	ref := &CallRef{Kind: KindStep, Key: "fetch:0", Fingerprint: "ab", Effect: Read}
 	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
+	decoded := func(s string) Event {
+		ev, err := runevent.Decode([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev.RunSeq = 0
+		return ev
+	}
 	return []Event{
 		{Kind: EventRunSubmitted, At: at},
 		{Kind: EventRunSubmitted, At: time.Now()}, // monotonic reading
@@ -44,14 +44,20 @@ func memEventCases() []Event {
 		{Kind: EventCallStart, At: at, Call: ref, Input: raw(`{"id":1}`), WakeAt: at.Add(time.Hour), Tool: "t"},
 		{Kind: EventCallStart, At: at},
 		{Kind: EventCallStart, At: at, Call: ref, Provenance: "dropped", Result: raw(`1`)},
+		decoded(`{"at":"2026-03-14T09:26:53.037654Z","input":{"a":1},"kind":"call:start","run_seq":4}`),
+		decoded(`{"at":"2026-03-14T09:26:53.037654Z","call":null,"kind":"call:start","run_seq":4}`),
+		decoded(`{"at":"2026-03-14T09:26:53.037654Z","kind":"call:done","run_seq":4}`),
+		decoded(`{"at":"2026-03-14T09:26:53.037654Z","kind":"run:complete","run_seq":4}`),
 		{Kind: EventCallDone, At: at, Call: ref, Provenance: "reused"},
 		{Kind: EventCallDone, At: at, Call: ref, Extra: map[string]json.RawMessage{"provenance": raw(`"moved"`)}},
 		{Kind: EventCallDone, At: at, Call: &CallRef{Kind: "k\xfe"}},
 		{Kind: EventCaseCall, At: at, Extra: map[string]json.RawMessage{"seq": raw(`3`), "call": raw(`{"kind":"step"}`), "provenance": raw(`"reused"`)}},
-		{Kind: EventCaseCall, At: at, Extra: map[string]json.RawMessage{"kind": raw(`"dropped"`), "x": nil}},
+		{Kind: EventCaseCall, At: at, Extra: map[string]json.RawMessage{"kind": raw(`"reserved"`), "x": nil}},
+		{Kind: EventCaseCall, At: at, Extra: map[string]json.RawMessage{"x": nil, "y": raw(`"\u003c"`)}},
 		{Kind: EventCaseOutcome, At: at, Extra: map[string]json.RawMessage{"code": raw(`"c"`), "null": raw(`null`)}},
 		{Kind: EventCaseOutcome, At: at, Extra: map[string]json.RawMessage{"bad\xff": raw(`1`)}},
 		{Kind: EventCaseOutcome, At: at, Extra: map[string]json.RawMessage{}},
+		{Kind: "", At: at},
 		{Kind: EventRunComplete, At: at, Result: raw(`{"a":[1,2.5,"x"]}`)},
 		{Kind: EventRunComplete, At: at},
 		{Kind: EventRunComplete, At: at, Result: raw(`null`)},
@@ -64,103 +70,73 @@ func memEventCases() []Event {
 	}
 }
 
-// TestRoundTripped: the events MemLog keeps as Go values are exactly what
-// the JSON round trip gives, and their JSON is the same bytes; validJSON
-// refuses exactly those whose JSON does not decode.
-func TestRoundTripped(t *testing.T) {
-	fast := 0
-	for i, ev := range memEventCases() {
-		ev.RunSeq = int64(i + 1)
-		norm, ok := roundTripped(ev)
-		if !ok {
-			continue
-		}
-		fast++
-		if !validJSON(&norm) {
-			raw, _ := ev.MarshalJSON()
-			if json.Unmarshal(raw, new(Event)) == nil {
-				t.Errorf("case %d: validJSON refused %s, which decodes", i, raw)
-			}
-			continue
-		}
-		want, wantRaw := decoded(t, ev)
-		if !reflect.DeepEqual(norm, want) {
-			t.Errorf("case %d:\n got %#v\nwant %#v", i, norm, want)
-		}
-		raw, err := norm.MarshalJSON()
-		if err != nil || string(raw) != string(wantRaw) {
-			t.Errorf("case %d: JSON %s (%v), want %s", i, raw, err, wantRaw)
-		}
-	}
-	if fast < 15 {
-		t.Errorf("only %d events took the fast path", fast)
-	}
-}
-
-// TestMemLogAsJournal: whichever way an event is kept, Load and EventsJSON
-// give what storing its JSON would, and Load's events share nothing with
-// the log.
+// TestMemLogAsJournal: Load gives what decoding each event's JSON gives,
+// EventsJSON gives that JSON, and Load's events share nothing with the
+// log; a run holding an event a journal would refuse fails to load.
 func TestMemLogAsJournal(t *testing.T) {
 	ctx := context.Background()
 	log := NewMemLog()
 	var want []Event
 	var wantRaw []string
-	var bad []int
-	for i, ev := range memEventCases() {
+	refused, compacted := 0, 0
+	for i, ev := range memEventCases(t) {
+		runID, seq := "r", int64(len(want)+1)
 		if ev.Kind.Terminal() {
+			runID, seq = fmt.Sprint("terminal", i), 1
+		}
+		ev.RunSeq = seq
+		raw, encErr := ev.AppendJSON(nil)
+		if encErr != nil {
+			runID = fmt.Sprint("refused", i)
+		}
+		var err error
+		if ev.Kind.Terminal() {
+			_, err = log.Finish(ctx, runID, ev)
+		} else {
+			_, err = log.Append(ctx, runID, Batch{Events: []Event{ev}})
+		}
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		if compact(&ev, seq).full == nil {
+			compacted++
+		}
+		if encErr != nil {
+			refused++
+			if _, err := log.Load(ctx, runID); !errors.Is(err, runevent.ErrInvalid) {
+				t.Errorf("case %d: Load of an event a journal refuses (%v): %v", i, encErr, err)
+			}
 			continue
 		}
-		if _, err := log.Append(ctx, "r", Batch{Events: []Event{ev}}); err != nil {
-			t.Fatal(err)
+		back, err := runevent.Decode(raw)
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
 		}
-		ev.RunSeq = int64(len(want) + 1)
-		raw, _ := ev.MarshalJSON()
-		var back Event
-		if json.Unmarshal(raw, &back) != nil {
-			bad = append(bad, i)
+		if ev.Kind.Terminal() {
+			got := log.Events(runID)
+			if len(got) != 1 || !reflect.DeepEqual(got[0], back) || string(log.EventsJSON(runID)[0]) != string(raw) {
+				t.Errorf("case %d: Load gives %#v, want %#v", i, got, back)
+			}
+			continue
 		}
 		want = append(want, back)
-		// EventsJSON gives the canonical form (as a journal stores it);
-		// bytes that are not canonical JSON are kept as given.
-		if canon, err := canonical(raw); err == nil {
-			raw = canon
-		}
 		wantRaw = append(wantRaw, string(raw))
 	}
-	if len(bad) != 1 {
-		t.Fatalf("want exactly one undecodable case, got %v", bad)
+	if refused != 5 || compacted < 15 {
+		t.Errorf("%d events refused (want 5), %d compacted", refused, compacted)
 	}
-	if _, err := log.Load(ctx, "r"); err == nil {
-		t.Fatal("Load of a journal holding invalid JSON succeeded")
+	got := log.Events("r")
+	if !reflect.DeepEqual(got, want) {
+		for i := range min(len(got), len(want)) {
+			if !reflect.DeepEqual(got[i], want[i]) {
+				t.Errorf("event %d: Load gives\n%#v\nwant\n%#v", i+1, got[i], want[i])
+			}
+		}
+		t.Fatalf("Load gives %d events, want %d", len(got), len(want))
 	}
 	for i, raw := range log.EventsJSON("r") {
 		if string(raw) != wantRaw[i] {
-			t.Errorf("event %d: JSON %s, want %s", i, raw, wantRaw[i])
-		}
-	}
-
-	good := NewMemLog()
-	for _, ev := range memEventCases() {
-		if ev.Kind.Terminal() || (ev.Kind == EventRunStart && string(ev.Inputs) == `{"n":`) {
-			continue
-		}
-		if _, err := good.Append(ctx, "r", Batch{Events: []Event{ev}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got := good.Events("r")
-	want = good.Events("r")
-	// Load gives the events whose JSON, canonicalised, EventsJSON gives.
-	for i, raw := range good.EventsJSON("r") {
-		enc, err := got[i].MarshalJSON()
-		if err != nil {
-			t.Fatalf("event %d: %v", i, err)
-		}
-		if canon, err := canonical(enc); err == nil {
-			enc = canon
-		}
-		if string(enc) != string(raw) {
-			t.Errorf("event %d: Load gives %s, EventsJSON %s", i, enc, raw)
+			t.Errorf("event %d: JSON %s, want %s", i+1, raw, wantRaw[i])
 		}
 	}
 	for _, ev := range got {
@@ -174,7 +150,32 @@ func TestMemLogAsJournal(t *testing.T) {
 			ev.Inputs[0] = 'X'
 		}
 	}
-	if again := good.Events("r"); !reflect.DeepEqual(again, want) {
+	if again := log.Events("r"); !reflect.DeepEqual(again, want) {
 		t.Fatal("mutating Load's events changed the log")
+	}
+}
+
+// TestMemLogResults: a result recorded once is refused again, with the
+// whole batch, and a batch of several results too.
+func TestMemLogResults(t *testing.T) {
+	ctx := context.Background()
+	log := NewMemLog()
+	res := func(key string) bundle.Result {
+		return bundle.Result{Kind: "step", Key: key, Fingerprint: "f", Result: json.RawMessage(`1`)}
+	}
+	done := []Event{{Kind: EventCallDone}}
+	if seq, err := log.Append(ctx, "r", Batch{Events: done, Results: []bundle.Result{res("a:0")}}); err != nil || seq != 1 {
+		t.Fatalf("Append: %d, %v", seq, err)
+	}
+	for _, rs := range [][]bundle.Result{{res("a:0")}, {res("b:0"), res("a:0")}, {res("c:0"), res("c:0")}} {
+		if _, err := log.Append(ctx, "r", Batch{Events: done, Results: rs}); !errors.Is(err, ErrResultExists) {
+			t.Fatalf("results %v recorded again: %v", rs, err)
+		}
+	}
+	if seq, err := log.Append(ctx, "r", Batch{Events: done, Results: []bundle.Result{res("b:0"), res("c:0")}}); err != nil || seq != 2 {
+		t.Fatalf("Append: %d, %v", seq, err)
+	}
+	if n := len(log.Events("r")); n != 2 || len(log.Results("r")) != 3 {
+		t.Fatalf("%d events, %d results", n, len(log.Results("r")))
 	}
 }

@@ -3,7 +3,8 @@
 // records keyed "kind:key", plus the run's meta (status, last_seq, lease).
 //
 // It defines the contract every journal backend implements (Journal), the
-// event, meta, lease and run types, the sentinel errors, and the interface of
+// meta, lease and run types (an event is runevent.Event, the runtime's
+// flow.Event too), the sentinel errors, and the interface of
 // the cold archive that finished runs move to (Archive). The backends live in
 // sub-packages, side by side:
 //
@@ -23,8 +24,8 @@
 // that owner and epoch, checked in the same atomic step as the write, so a
 // worker that lost its lease cannot append.
 //
-// journal imports bundle (bundle.Result is the result record) and its own
-// internal packages; it may import messages. It must not import flow, replay,
+// journal imports bundle (bundle.Result is the result record), runevent
+// (the event) and its own internal packages; it may import messages. It must not import flow, replay,
 // worker, cli or store: the runtime and the capture build on it, not the
 // other way round.
 package journal

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 func TestEventJSONRoundTrip(t *testing.T) {
@@ -42,7 +43,7 @@ func TestEventJSONRoundTrip(t *testing.T) {
 	if err != nil || string(again) != want {
 		t.Errorf("JSON of the decoded event = %s, %v", again, err)
 	}
-	c, ok := back.Call()
+	c, ok := journal.CallOf(back)
 	if !ok || c.ID() != "tool:toolu_01" || c.Effect != "write" {
 		t.Errorf("Call = %+v, %v", c, ok)
 	}
@@ -53,7 +54,7 @@ func TestEventJSONRoundTrip(t *testing.T) {
 	if ok, err := back.Field("missing", &in); ok || err != nil {
 		t.Errorf("Field(missing) = %v, %v", ok, err)
 	}
-	if _, ok := (journal.Event{Kind: "x"}).Call(); ok {
+	if _, ok := journal.CallOf(journal.Event{Kind: "x"}); ok {
 		t.Error("Call of an event without a call field reported ok")
 	}
 }
@@ -62,16 +63,21 @@ func TestEventInvalid(t *testing.T) {
 	t.Parallel()
 	for name, e := range map[string]journal.Event{
 		"no kind":        {},
-		"reserved name":  {Kind: "k", Fields: map[string]json.RawMessage{"run_seq": json.RawMessage(`1`)}},
-		"invalid value":  {Kind: "k", Fields: map[string]json.RawMessage{"a": json.RawMessage(`nope`)}},
-		"two values":     {Kind: "k", Fields: map[string]json.RawMessage{"a": json.RawMessage(`1 2`)}},
+		"reserved name":  {Kind: "k", Extra: map[string]json.RawMessage{"run_seq": json.RawMessage(`1`)}},
+		"invalid value":  {Kind: "k", Extra: map[string]json.RawMessage{"a": json.RawMessage(`nope`)}},
+		"two values":     {Kind: "k", Extra: map[string]json.RawMessage{"a": json.RawMessage(`1 2`)}},
 		"bad UTF-8 kind": {Kind: "k\xff"},
 	} {
-		if _, err := e.JSON(); !errors.Is(err, journal.ErrInvalid) {
+		if _, err := e.JSON(); !errors.Is(err, runevent.ErrInvalid) {
 			t.Errorf("%s: JSON error %v, want ErrInvalid", name, err)
 		}
 	}
-	for _, raw := range []string{`{}`, `[]`, `{"kind":"k","at":"2025-01-01T00:00:00Z"}`, `{"run_seq":0,"kind":"k","at":"2025-01-01T00:00:00Z"}`, `{"run_seq":1,"kind":"k","at":"yesterday"}`} {
+	// An event not yet appended has no run_seq.
+	var unappended journal.Event
+	if err := json.Unmarshal([]byte(`{"kind":"k","at":"2025-01-01T00:00:00Z"}`), &unappended); err != nil || unappended.RunSeq != 0 {
+		t.Errorf("Unmarshal of an event without run_seq: %+v, %v", unappended, err)
+	}
+	for _, raw := range []string{`{}`, `[]`, `{"run_seq":1,"at":"2025-01-01T00:00:00Z"}`, `{"run_seq":0,"kind":"k","at":"2025-01-01T00:00:00Z"}`, `{"run_seq":1,"kind":"k","at":"yesterday"}`} {
 		var e journal.Event
 		if err := json.Unmarshal([]byte(raw), &e); err == nil {
 			t.Errorf("Unmarshal(%s) accepted it", raw)
@@ -139,7 +145,7 @@ func TestCheckRunID(t *testing.T) {
 func TestEventValue(t *testing.T) {
 	t.Parallel()
 	// An Event is plain data: equal events compare equal with DeepEqual.
-	a := journal.Event{RunSeq: 1, Kind: "k", Fields: map[string]json.RawMessage{"x": json.RawMessage(`1`)}}
+	a := journal.Event{RunSeq: 1, Kind: "k", Extra: map[string]json.RawMessage{"x": json.RawMessage(`1`)}}
 	raw, _ := a.JSON()
 	var b journal.Event
 	_ = json.Unmarshal(raw, &b)

@@ -767,7 +767,7 @@ func (e *engine) Observe(ctx context.Context, o flow.Observation) {
 	e.calls = append(e.calls, line)
 	// e.event is reused (under e.mu): a Log does not keep a Batch's slice.
 	now := time.Now()
-	e.event[0] = flow.Event{Kind: flow.EventCaseCall, At: now.UTC(), Extra: callExtra(line)}
+	e.event[0] = callLineEvent(line, now.UTC())
 	// A failed case:call append does not stop the run (the call itself is
 	// journaled); Run returns the first failure.
 	if seq, err := e.p.Log.Append(e.lineContext(ctx, now), e.p.RunID, flow.Batch{Target: e.p.Target, Events: e.event[:]}); err != nil && e.callLineErr == nil {
@@ -837,48 +837,17 @@ func lineExtra(v any, call bool) map[string]json.RawMessage {
 	return m
 }
 
-// callExtra is lineExtra(line, true) built directly, without the JSON round
-// trip (it runs once per call); lines with values take the general path.
-func callExtra(line CallLine) map[string]json.RawMessage {
-	if len(line.Result) > 0 || len(line.Error) > 0 {
-		return lineExtra(line, true)
+// callLineEvent is the case:call event of line written at at: the call,
+// provenance and seq in the event's typed fields (no map, no JSON built
+// per call), or, for a line with values (or without a provenance), every
+// field through lineExtra. Both give the same bytes for the same line
+// (TestCallLineEventBytes).
+func callLineEvent(line CallLine, at time.Time) flow.Event {
+	if len(line.Result) > 0 || len(line.Error) > 0 || line.Provenance == "" {
+		return flow.Event{Kind: flow.EventCaseCall, At: at, Extra: lineExtra(line, true)}
 	}
-	// The three values share one buffer; the call object's keys are in the
-	// order encoding/json gives a struct with these fields sorted.
-	buf := make([]byte, 0, 96+len(line.Provenance)+len(line.Effect)+len(line.Fingerprint)+len(line.Key)+len(line.Kind))
-	buf = strconv.AppendInt(buf, int64(line.Seq), 10)
-	seqEnd := len(buf)
-	buf = appendJSONString(buf, line.Provenance)
-	provEnd := len(buf)
-	buf = append(buf, `{"effect":`...)
-	buf = appendJSONString(buf, line.Effect)
-	buf = append(buf, `,"fingerprint":`...)
-	buf = appendJSONString(buf, line.Fingerprint)
-	buf = append(buf, `,"key":`...)
-	buf = appendJSONString(buf, line.Key)
-	buf = append(buf, `,"kind":`...)
-	buf = appendJSONString(buf, line.Kind)
-	buf = append(buf, '}')
-	return map[string]json.RawMessage{
-		"seq":        buf[:seqEnd:seqEnd],
-		"provenance": buf[seqEnd:provEnd:provEnd],
-		"call":       buf[provEnd:],
-	}
-}
-
-// appendJSONString appends s as encoding/json writes it: directly when it
-// is printable ASCII that needs no escape, else through json.Marshal (which
-// escapes <, > and &, and replaces invalid UTF-8).
-func appendJSONString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			raw, _ := json.Marshal(s) // a string always encodes
-			return append(dst, raw...)
-		}
-	}
-	dst = append(dst, '"')
-	dst = append(dst, s...)
-	return append(dst, '"')
+	return flow.Event{Kind: flow.EventCaseCall, At: at, CallSeq: int64(line.Seq), Provenance: line.Provenance,
+		Call: &flow.CallRef{Kind: flow.CallKind(line.Kind), Key: line.Key, Fingerprint: line.Fingerprint, Effect: flow.Effect(line.Effect)}}
 }
 
 // outcomeLocked builds the outcome line from the terminal event (or, for a

@@ -85,7 +85,7 @@ func (e *engine) resume(ctx context.Context) (resumed, error) {
 	}
 	// Call lines lost in a crash between a call:done and its case:call.
 	for _, line := range e.calls[min(r.callLines, len(e.calls)):] {
-		ev := flow.Event{Kind: flow.EventCaseCall, At: time.Now().UTC(), Extra: callExtra(line)}
+		ev := callLineEvent(line, time.Now().UTC())
 		seq, err := e.p.Log.Append(ctx, e.p.RunID, flow.Batch{Target: e.p.Target, Events: []flow.Event{ev}})
 		if err != nil {
 			return r, fmt.Errorf("replay: run %s: write case:call: %w", e.p.RunID, err)

@@ -1,11 +1,15 @@
-// Package runevent is what every layer shares about a run's events: the
-// event kinds, one typed list, and the time stamp of an event's at, one
-// precision (microseconds) and one spelling. The runtime (package flow),
-// the journals, the capture, the replay engine, the worker and the CLI all
-// use these; see /docs/runtime.md for the events themselves.
+// Package runevent is a run's events, one model every layer shares: the
+// event type (Event, with its call object Call), the event kinds (one typed
+// list, Kind), the time stamp of an event's at (one precision,
+// microseconds, and one spelling), and the one encoder of an event's
+// canonical JSON (Event.AppendJSON) with its exact decoding (Decode). The
+// runtime (package flow: flow.Event is Event), the journals (journal.Event
+// is Event), the capture, the replay engine, the worker and the CLI all use
+// these; see /docs/runtime.md for the events themselves.
 //
-// runevent imports only the standard library, so that both flow and journal,
-// which never import each other, can sit on it.
+// runevent imports only messages (the reason code of run:error) and
+// bundle/canonjson (canonical JSON) of the project, so that both flow and
+// journal, which never import each other, can sit on it.
 package runevent
 
 import "time"

@@ -272,7 +272,7 @@ func confTransient(t *testing.T, setup newEnv) {
 }
 
 // confResume: a run whose worker died mid-run (lease held, runs entry
-// pending to the dead consumer) is reclaimed (XAUTOCLAIM) and resumed from
+// pending to the dead consumer) is reclaimed (XCLAIM) and resumed from
 // its journal by another worker once the lease lapsed.
 func confResume(t *testing.T, setup newEnv) {
 	lease := 500 * time.Millisecond

@@ -1,10 +1,8 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha1"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -19,6 +17,8 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/worker/internal/consumer"
+	"github.com/pyrula/caseworker/worker/internal/envelope"
 )
 
 // finishTimeout bounds the writes that end a message (record, reply, ack),
@@ -171,8 +171,9 @@ func (w *Worker) errorKey(messageID string) string {
 
 // handle handles one delivery of entry e: refuses it, answers it from its
 // idempotency record, or does its work; then records, replies and acks. A
-// transient failure leaves the entry pending for the reclaim loop.
-func (w *Worker) handle(ctx context.Context, e valkey.XRangeEntry, deliveries int64) {
+// transient failure leaves the entry pending, to be claimed again
+// (consumer.Retry).
+func (w *Worker) handle(ctx context.Context, e valkey.XRangeEntry, deliveries int64) consumer.Verdict {
 	start := time.Now()
 	w.took(e, deliveries)
 	w.metrics.inFlight.Inc()
@@ -190,14 +191,14 @@ func (w *Worker) handle(ctx context.Context, e valkey.XRangeEntry, deliveries in
 	if err != nil {
 		if ctx.Err() != nil {
 			log(zap.InfoLevel, "handling interrupted by shutdown; the message stays pending")
-			return
+			return consumer.Retry(nil)
 		}
 		w.metrics.transient.WithLabelValues(typeLabel(typ)).Inc()
 		log(zap.WarnLevel, "transient failure; the message stays pending", zap.Int64("deliveries", deliveries), zap.Error(err))
 		if out.reply.MessageID != "" {
 			w.noteError(ctx, out.reply.MessageID, err)
 		}
-		return
+		return consumer.Retry(err)
 	}
 	if err := w.finish(ctx, e.ID, &out); err != nil {
 		w.metrics.transient.WithLabelValues(typeLabel(typ)).Inc()
@@ -205,7 +206,7 @@ func (w *Worker) handle(ctx context.Context, e valkey.XRangeEntry, deliveries in
 		if out.reply.MessageID != "" {
 			w.noteError(ctx, out.reply.MessageID, err) // for its dead letter
 		}
-		return
+		return consumer.Retry(err)
 	}
 	w.metrics.answered(typ, out.reply.Status).Inc()
 	w.metrics.durationOf(typ).Observe(time.Since(start).Seconds())
@@ -214,6 +215,7 @@ func (w *Worker) handle(ctx context.Context, e valkey.XRangeEntry, deliveries in
 	} else {
 		log(zap.InfoLevel, "message answered", zap.String("status", string(out.reply.Status)))
 	}
+	return consumer.Acked()
 }
 
 // decide works out the reply for entry e (doing the work when needed). Its
@@ -232,7 +234,7 @@ func (w *Worker) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, str
 	if len(raw) > w.cfg.MaxMessageBytes {
 		return refuse(messages.InvalidOverrides, "entry %s is %d bytes, over PYRULA_MAX_MESSAGE_BYTES (%d); not read", e.ID, len(raw), w.cfg.MaxMessageBytes)
 	}
-	env, err := parseEnvelope(raw)
+	env, err := envelope.Parse(raw)
 	if err != nil {
 		return refuse(messages.InvalidOverrides, "entry %s is not a JSON envelope: %v", e.ID, err)
 	}
@@ -251,7 +253,7 @@ func (w *Worker) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, str
 		return refuse(messages.InvalidOverrides, "%v", err)
 	}
 	out.reply.MessageID, out.reply.Type, out.reply.EntryID = env.MessageID, env.Type, ""
-	bodyHash, err := hashBody(env)
+	bodyHash, err := envelope.HashBody(env)
 	if err != nil {
 		return refuse(messages.InvalidOverrides, "body: %v", err)
 	}
@@ -301,24 +303,12 @@ func (w *Worker) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, str
 	if err != nil {
 		return out, string(env.Type), err
 	}
-	raw2, err := encodeResult(result)
+	raw2, err := envelope.EncodeResult(result)
 	if err != nil {
 		return out, string(env.Type), fmt.Errorf("encode the result: %w", err)
 	}
 	out.reply.Status, out.reply.Result = messages.StatusOK, raw2
 	return out, string(env.Type), nil
-}
-
-// encodeResult is json.Marshal(result), without reflection for the
-// results of delete_case_bundle.
-func encodeResult(result any) ([]byte, error) {
-	if r, ok := result.(messages.DeleteCaseBundleResult); ok {
-		if r.Deleted {
-			return []byte(`{"deleted":true}`), nil
-		}
-		return []byte(`{"deleted":false}`), nil
-	}
-	return json.Marshal(result)
 }
 
 // maxMessageIDBytes is the longest message_id accepted.
@@ -352,117 +342,6 @@ func checkMessageID(id string) error {
 		}
 	}
 	return nil
-}
-
-// hashBody is the SHA-256 of the message type and the canonical JSON of its
-// body (keys sorted, numbers as written), so that a resend with other
-// spacing or key order is the same message.
-func hashBody(env messages.Envelope) (string, error) {
-	// A body already in canonical form (canon.go) is hashed as it is.
-	canon := []byte(env.Body)
-	if !canonicalJSON(canon) {
-		// encoding/json decodes invalid UTF-8 and lone surrogate escapes
-		// to U+FFFD: refused here, so that two different bodies never
-		// canonicalise (and hash) alike.
-		if err := checkBodyText(env.Body); err != nil {
-			return "", err
-		}
-		var err error
-		if canon, err = canonicalize(env.Body); err != nil {
-			return "", err
-		}
-	}
-	h := sha256.New()
-	h.Write([]byte(env.Type))
-	h.Write([]byte{0})
-	h.Write(canon)
-	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0])), nil
-}
-
-// checkBodyText refuses a body (JSON text) holding invalid UTF-8 or a
-// lone surrogate escape ("\ud800" without its pair, "\udc00" alone): text
-// that is not Unicode, which decoding would replace by U+FFFD. The body's
-// JSON syntax is checked by its decoding, not here.
-func checkBodyText(body []byte) error {
-	if !utf8.Valid(body) {
-		return errors.New("not valid UTF-8")
-	}
-	if !bytes.Contains(body, []byte(`\u`)) {
-		return nil
-	}
-	in := false
-	for i := 0; i < len(body); i++ {
-		c := body[i]
-		switch {
-		case !in:
-			in = c == '"'
-		case c == '"':
-			in = false
-		case c == '\\' && i+1 < len(body):
-			i++
-			if body[i] != 'u' {
-				continue
-			}
-			r, ok := hex4(body[i+1:])
-			if !ok {
-				continue // not a valid escape: decoding refuses it
-			}
-			i += 4
-			switch {
-			case r >= 0xdc00 && r <= 0xdfff:
-				return fmt.Errorf("lone surrogate escape \\u%04x", r)
-			case r >= 0xd800 && r <= 0xdbff:
-				lo, ok := uint16(0), false
-				if i+2 < len(body) && body[i+1] == '\\' && body[i+2] == 'u' {
-					lo, ok = hex4(body[i+3:])
-				}
-				if !ok || lo < 0xdc00 || lo > 0xdfff {
-					return fmt.Errorf("lone surrogate escape \\u%04x", r)
-				}
-				i += 6
-			}
-		}
-	}
-	return nil
-}
-
-// hex4 decodes the four hex digits at the start of b.
-func hex4(b []byte) (uint16, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r uint16
-	for _, c := range b[:4] {
-		var d byte
-		switch {
-		case '0' <= c && c <= '9':
-			d = c - '0'
-		case 'a' <= c && c <= 'f':
-			d = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			d = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | uint16(d)
-	}
-	return r, true
-}
-
-// canonicalize is the canonical JSON of body: decoded (numbers as written)
-// and encoded again by encoding/json (keys sorted, no spaces); an empty
-// body is null.
-func canonicalize(body []byte) ([]byte, error) {
-	var v any
-	if len(bytes.TrimSpace(body)) > 0 {
-		d := json.NewDecoder(bytes.NewReader(body))
-		d.UseNumber()
-		if err := d.Decode(&v); err != nil {
-			return nil, err
-		}
-	}
-	return json.Marshal(v)
 }
 
 // claimRecord writes the started record of bodyHash at messageID's idempotency
@@ -528,7 +407,6 @@ func (w *Worker) ackEntry(ctx context.Context, entryID string) error {
 	if err := w.batch.Ack(ctx, w.cfg.CaseStream, w.cfg.ConsumerGroup, entryID); err != nil {
 		return fmt.Errorf("ack %s: %w", entryID, err)
 	}
-	w.cases.Active.Acked(entryID) // its slot is free again (consume.go)
 	w.healthy.Store(true)
 	return nil
 }
@@ -554,8 +432,9 @@ func (w *Worker) noteError(ctx context.Context, messageID string, cause error) {
 // for every other duplicate: a message id never gets two different
 // replies. The dead letter's reply_status field says which was sent. The
 // reply goes out before the dead letter, so a reply that cannot be
-// published leaves the message pending without adding dead letters.
-func (w *Worker) deadLetter(ctx context.Context, e valkey.XRangeEntry, deliveries int64) {
+// published leaves the message pending without adding dead letters. It
+// reports whether the entry was acked.
+func (w *Worker) deadLetter(ctx context.Context, e valkey.XRangeEntry, deliveries int64) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
 	raw := e.FieldValues[messages.MessageField]
@@ -578,18 +457,18 @@ func (w *Worker) deadLetter(ctx context.Context, e valkey.XRangeEntry, deliverie
 		Message: fmt.Sprintf("dead-lettered to %s after %d deliveries; last error: %s", dead, deliveries, lastErr)}
 	if !validID {
 		out.reply.EntryID = e.ID
-	} else if h, err := hashBody(env); err == nil {
+	} else if h, err := envelope.HashBody(env); err == nil {
 		// Record first: this decides the reply (a recorded one wins).
 		out.key, out.bodyHash = w.recordKey(env.MessageID), h
 		if err := w.writeRecord(ctx, &out); err != nil {
 			log.Warn("record the reply of a dead letter; the message stays pending", zap.Error(err))
-			return
+			return false
 		}
 		out.key = ""
 	}
 	if err := w.publish(ctx, &out); err != nil {
 		log.Warn("reply to a dead letter; the message stays pending", zap.Error(err))
-		return
+		return false
 	}
 	err := w.batch.Do(ctx, w.client.B().Xadd().Key(dead).Id("*").FieldValue().
 		FieldValue(messages.MessageField, raw).FieldValue("error", lastErr).
@@ -597,14 +476,15 @@ func (w *Worker) deadLetter(ctx context.Context, e valkey.XRangeEntry, deliverie
 		FieldValue("reply_status", string(out.reply.Status)).Build()).Error()
 	if err != nil {
 		log.Warn("write the dead letter; the message stays pending", zap.Error(err))
-		return
+		return false
 	}
 	if err := w.ackEntry(ctx, e.ID); err != nil {
 		log.Warn("ack a dead letter; the message stays pending", zap.Error(err))
-		return
+		return false
 	}
 	w.metrics.deadLetters.Inc()
 	w.metrics.messages.WithLabelValues(typeLabel(string(env.Type)), string(out.reply.Status)).Inc()
 	log.Warn("message dead-lettered", zap.String("code", string(messages.RuntimeError)), zap.Int64("deliveries", deliveries),
 		zap.String("reply_status", string(out.reply.Status)))
+	return true
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/store/memstore"
+	"github.com/pyrula/caseworker/worker/internal/envelope"
 )
 
 // fuzzHash is a valid fixture hash.
@@ -84,7 +85,7 @@ func FuzzMessage(f *testing.F) {
 	}
 	_, targets := fuzzTargets(f)
 	f.Fuzz(func(t *testing.T, raw string) {
-		env, err := parseEnvelope(raw)
+		env, err := envelope.Parse(raw)
 		if err != nil {
 			return
 		}
@@ -97,7 +98,7 @@ func FuzzMessage(f *testing.F) {
 		if err != nil {
 			t.Fatalf("a decoded envelope does not encode: %v", err)
 		}
-		again, err := parseEnvelope(string(enc))
+		again, err := envelope.Parse(string(enc))
 		if err != nil {
 			t.Fatalf("the re-encoded envelope %s does not decode: %v", enc, err)
 		}
@@ -107,8 +108,8 @@ func FuzzMessage(f *testing.F) {
 		if enc2, err := json.Marshal(again); err != nil || !bytes.Equal(enc, enc2) {
 			t.Fatalf("envelope encoding is not a fixed point:\n%s\n%s", enc, enc2)
 		}
-		h1, err1 := hashBody(env)
-		h2, err2 := hashBody(again)
+		h1, err1 := envelope.HashBody(env)
+		h2, err2 := envelope.HashBody(again)
 		if err1 != nil && err2 != nil {
 			return // a body that is not Unicode text, refused either way
 		}
@@ -321,7 +322,7 @@ func FuzzDecide(f *testing.F) {
 			t.Fatal(err)
 		}
 		r := decide(t, raw)
-		env, err := parseEnvelope(raw)
+		env, err := envelope.Parse(raw)
 		if err != nil || len(raw) > maxBytes {
 			return
 		}

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"encoding/json"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +9,7 @@ import (
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/version"
+	"github.com/pyrula/caseworker/worker/internal/envelope"
 )
 
 // metrics are the worker's Prometheus metrics, registered on the
@@ -217,21 +217,8 @@ func (w *Worker) entryTypeLabel(e valkey.XRangeEntry) string {
 	if !ok || len(raw) > w.cfg.MaxMessageBytes {
 		return "unknown"
 	}
-	env, res := peekEnvelope(raw)
-	if res == peekUnsure {
-		// What the scan does not decide alone, encoding/json does, as
-		// decide decodes the envelope.
-		var full struct {
-			MessageID string `json:"message_id"`
-			Type      string `json:"type"`
-			ReplyTo   string `json:"reply_to"`
-		}
-		res = peekInvalid
-		if json.Unmarshal([]byte(raw), &full) == nil {
-			env, res = peeked(full), peekOK
-		}
-	}
-	if res != peekOK || env.ReplyTo == w.cfg.CaseStream || checkMessageID(env.MessageID) != nil {
+	env, ok := envelope.PeekHeader(raw)
+	if !ok || env.ReplyTo == w.cfg.CaseStream || checkMessageID(env.MessageID) != nil {
 		return "unknown"
 	}
 	return typeLabel(env.Type)

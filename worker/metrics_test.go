@@ -323,7 +323,7 @@ func (e *env) caseOutcome(runID string) map[string]json.RawMessage {
 	events := e.waitRun(runID, 20*time.Second)
 	for _, ev := range events {
 		if ev.Kind == "case:outcome" {
-			return ev.Fields
+			return ev.Extra
 		}
 	}
 	e.t.Fatalf("run %s has no case:outcome: %v", runID, events)

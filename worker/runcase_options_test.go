@@ -76,8 +76,7 @@ func TestRunCaseOptionTypos(t *testing.T) {
 	// against the case, which has none.
 	events := e.waitRun(runResult(t, replies["o5"]).RunID, 20*time.Second)
 	kind, code := last(t, events)
-	var msg string
-	_ = json.Unmarshal(events[len(events)-1].Fields["message"], &msg)
+	msg := events[len(events)-1].Message
 	want := `options.allow_write[1] "step:notify" names no tool or step of checkout (valid: step:approval, step:child:0,`
 	if kind != "run:error" || code != messages.InvalidOverrides || !strings.Contains(msg, want) || count(events, "case:outcome") != 1 {
 		t.Errorf("o5 ended %s %s %q, want run:error invalid_overrides %q", kind, code, msg, want)
@@ -93,7 +92,7 @@ func TestRunCaseOptionTypos(t *testing.T) {
 	}
 	for _, ev := range events {
 		if ev.Kind == "case:outcome" {
-			raw, _ := json.Marshal(ev.Fields)
+			raw, _ := json.Marshal(ev.Extra)
 			_ = json.Unmarshal(raw, &outcome)
 		}
 	}

@@ -24,15 +24,14 @@ import (
 // executor executes the runs submitted on the runs stream: at most
 // RunConcurrency at once, each under its journal lease, renewed while it
 // runs. Entries are acked once their run finished or was suspended; a run
-// whose worker died stays pending, is reclaimed (XAUTOCLAIM) once idle and
-// resumed from its journal.
+// whose worker died stays pending, is claimed by the runs consumer once
+// idle and resumed from its journal.
 type executor struct {
 	w     *Worker
 	log   *journallog.Log
 	owner string
-	// runs reads the runs stream with RunConcurrency slots: its Active set
-	// holds the entries executing here, its Parked set those left pending
-	// here, each keeping its slot.
+	// runs is the consumer of the runs stream, with RunConcurrency slots
+	// and the runs stream's policy (newExecutor).
 	runs *consumer.Consumer
 	// running holds the runs executing here: the lease owner is this
 	// process, so the lease cannot keep a second runs entry of the same
@@ -41,7 +40,15 @@ type executor struct {
 }
 
 // newExecutor returns the executor of w, with a lease owner unique to this
-// process incarnation (the consumer name and a random suffix).
+// process incarnation (the consumer name and a random suffix). Its runs
+// consumer follows the runs stream's policy: an entry is claimed again
+// once idle runIdle, whatever its deliveries (a run's retries are paced by
+// its lease, and an entry is also delivered again when its run was leased
+// elsewhere or handed back at shutdown); failures are counted per run in
+// the run's failures hash (countFailure), and a run that failed
+// MaxDeliveries times, or cannot be executed at all, is dead-lettered
+// while execute still holds its lease (deadLetterEntry); the entry is
+// kept alive by the lease renewal (keepAlive), not by the consumer.
 func newExecutor(w *Worker) (*executor, error) {
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -52,12 +59,35 @@ func newExecutor(w *Worker) (*executor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	runs, err := consumer.New(consumer.Config{Stream: w.runsStream(), Group: runsGroup, Consumer: w.cfg.ConsumerName,
-		Slots: w.cfg.RunConcurrency}, consumer.Deps{Client: w.client})
+	x := &executor{w: w, log: l, owner: owner}
+	x.runs, err = consumer.New(consumer.Config{
+		Stream: w.runsStream(), Group: runsGroup, Consumer: w.cfg.ConsumerName,
+		Slots: w.cfg.RunConcurrency, Name: "the runs stream", ReadBlock: readBlock,
+		Policy: consumer.Policy{
+			ClaimIdle:   x.runIdle(),
+			Failed:      x.countFailure,
+			MaxFailures: w.cfg.MaxDeliveries,
+			DeadLetter:  x.deadLetterEntry,
+		},
+	}, consumer.Deps{
+		Client: w.client, Logger: w.log,
+		Events: consumer.Events{
+			Failed: func(ctx context.Context, err error) error { return w.streamFailed(ctx, w.runsPos, err) },
+			Read: func(entries []valkey.XRangeEntry) {
+				if len(entries) > 0 {
+					w.runsPos.saw(entries[len(entries)-1].ID)
+				}
+			},
+			Reclaimed: func(d consumer.Delivery, _ string) {
+				w.metrics.redeliveries.Inc()
+				w.log.Info("reclaimed a runs entry", zap.String("entry_id", d.Entry.ID), zap.String("run_id", d.Entry.FieldValues[runField]))
+			},
+		},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	return &executor{w: w, log: l, owner: owner, runs: runs}, nil
+	return x, nil
 }
 
 // runIdle is how long a runs entry must be idle before another worker
@@ -73,171 +103,6 @@ func (x *executor) createGroup(ctx context.Context) error {
 		return fmt.Errorf("worker: create consumer group %s on %s: %w", runsGroup, x.w.runsStream(), err)
 	}
 	return nil
-}
-
-// acquireOrRetry takes one slot, waiting until one is free or ctx is done.
-// Every `every` without a free slot it checks the parked entries, which
-// hold the slots: those gone to another worker free theirs (Reconcile), and
-// those idle at least runIdle are claimed again and executed with their own
-// slot (retryParked). Without this, with every slot parked, the read loop
-// would never reach its reclaim pass again; taking a parked entry's slot
-// instead would let the consumer hold more pending entries than slots.
-func (x *executor) acquireOrRetry(ctx, work context.Context, every time.Duration) bool {
-	return x.runs.AcquireEvery(ctx, every, func() {
-		if err := x.runs.Reconcile(ctx); err != nil && ctx.Err() == nil {
-			x.w.log.Warn("check parked runs entries", zap.Error(err))
-		}
-		if err := x.retryParked(ctx, work); err != nil && ctx.Err() == nil {
-			x.w.log.Warn("retry parked runs entries", zap.Error(err))
-		}
-	})
-}
-
-// retryParked XCLAIMs again each parked entry idle at least runIdle and
-// executes it with the slot it holds.
-func (x *executor) retryParked(ctx, work context.Context) error {
-	for _, id := range x.runs.Parked.List() {
-		entries, err := x.runs.Claim(ctx, id, x.runIdle())
-		if err != nil {
-			return fmt.Errorf("XCLAIM %s %s: %w", x.w.runsStream(), id, err)
-		}
-		if len(entries) == 0 || len(entries[0].FieldValues) == 0 || !x.runs.Parked.Remove(id) {
-			continue // not idle long enough yet, or gone (Reconcile frees it)
-		}
-		x.w.metrics.redeliveries.Inc()
-		x.dispatch(work, entries[0])
-	}
-	return nil
-}
-
-// dispatch executes entry e in a goroutine holding one slot; an entry
-// already executing here is skipped. The slot is released once the entry is
-// acked; an entry left pending (a transient failure, a lease held elsewhere)
-// is parked with its slot until it is reclaimed, here or by another worker,
-// so that this consumer never holds more runs entries than RunConcurrency.
-func (x *executor) dispatch(work context.Context, e valkey.XRangeEntry) {
-	if !x.runs.Active.Add(e.ID) {
-		x.runs.Release()
-		return
-	}
-	x.w.handlers.Add(1)
-	go func() {
-		defer x.w.handlers.Done()
-		if x.execute(work, e) || work.Err() != nil {
-			x.runs.Done(e.ID)
-			return
-		}
-		x.runs.Park(e.ID)
-	}()
-}
-
-// readLoop reads this consumer's own pending runs entries, then new ones,
-// and every quarter of runIdle reclaims idle entries of any consumer,
-// never holding more than RunConcurrency in flight. It ends when ctx is done.
-func (x *executor) readLoop(ctx, work context.Context) {
-	c := x.runs
-	var backoff consumer.Backoff
-	fail := func(err error) bool {
-		return x.w.readFailed(ctx, x.w.runsPos, "read the runs stream", err, &backoff)
-	}
-	every := min(max(x.runIdle()/4, 10*time.Millisecond), 5*time.Second)
-	last := "0"
-	for ctx.Err() == nil {
-		entries, err := c.Read(ctx, last, x.w.cfg.RunConcurrency, 0)
-		if err != nil {
-			if !fail(err) {
-				return
-			}
-			continue
-		}
-		if len(entries) == 0 {
-			break
-		}
-		for _, e := range entries {
-			last = e.ID
-			if !x.acquireOrRetry(ctx, work, every) {
-				return
-			}
-			x.dispatch(work, e)
-		}
-	}
-	lastClaim := time.Now()
-	for ctx.Err() == nil {
-		if !x.acquireOrRetry(ctx, work, every) {
-			return
-		}
-		n := c.TakeFree(x.w.cfg.RunConcurrency)
-		// Reclaiming happens here, with the slots in hand, so that the
-		// blocking read never starves it of slots.
-		if time.Since(lastClaim) >= every {
-			lastClaim = time.Now()
-			if err := c.Reconcile(ctx); err != nil && ctx.Err() == nil {
-				x.w.log.Warn("check parked runs entries", zap.Error(err))
-			}
-			entries, err := x.reclaim(ctx, n)
-			if err != nil && ctx.Err() == nil {
-				x.w.log.Warn("reclaim runs entries", zap.Error(err))
-			}
-			c.ReleaseN(n - len(entries))
-			for _, e := range entries {
-				x.dispatch(work, e)
-			}
-			if len(entries) > 0 {
-				continue
-			}
-			if !x.acquireOrRetry(ctx, work, every) {
-				return
-			}
-			n = c.TakeFree(x.w.cfg.RunConcurrency)
-		}
-		entries, err := c.Read(ctx, ">", n, min(readBlock, every))
-		c.ReleaseN(n - len(entries))
-		if err != nil {
-			if !fail(err) {
-				return
-			}
-			continue
-		}
-		backoff.Reset()
-		if len(entries) > 0 {
-			x.w.runsPos.saw(entries[len(entries)-1].ID)
-		}
-		for _, e := range entries {
-			x.dispatch(work, e)
-		}
-	}
-}
-
-// reclaim XAUTOCLAIMs up to n runs entries idle longer than runIdle (their
-// worker died, or left them for a lease held elsewhere), skipping entries
-// executing here and entries deleted from the stream.
-func (x *executor) reclaim(ctx context.Context, n int) ([]valkey.XRangeEntry, error) {
-	c := x.w.client
-	res, err := c.Do(ctx, c.B().Xautoclaim().Key(x.w.runsStream()).Group(runsGroup).Consumer(x.w.cfg.ConsumerName).
-		MinIdleTime(strconv.FormatInt(x.runIdle().Milliseconds(), 10)).Start("0-0").Count(int64(n)).Build()).ToArray()
-	if err != nil {
-		return nil, err
-	}
-	if len(res) < 2 {
-		return nil, fmt.Errorf("XAUTOCLAIM %s: unexpected reply", x.w.runsStream())
-	}
-	claimed, err := res[1].AsXRange()
-	if err != nil {
-		return nil, err
-	}
-	var out []valkey.XRangeEntry
-	for _, e := range claimed {
-		if x.runs.Parked.Remove(e.ID) {
-			x.runs.Release() // it is dispatched again with one of the n slots
-		}
-		if len(e.FieldValues) == 0 || x.runs.Active.Has(e.ID) {
-			continue
-		}
-		x.w.metrics.redeliveries.Inc()
-		x.w.log.Info("reclaimed a runs entry", zap.String("entry_id", e.ID), zap.String("run_id", e.FieldValues[runField]))
-		out = append(out, e)
-	}
-	return out, nil
 }
 
 // ack acks runs entry id and reports whether it did (best effort: an entry
@@ -264,21 +129,34 @@ func (x *executor) touch(ctx context.Context, id string) error {
 // errLeaseLost is the cause of a run's context when its lease was lost.
 var errLeaseLost = errors.New("worker: the run's lease was lost")
 
-// execute executes the run of runs entry e under its lease, and acks the
-// entry once the run finished or was suspended; it reports whether the entry
-// was acked. A run leased by another live worker, a transient failure, or a
-// shutdown leaves it pending; a run that failed transiently MaxDeliveries
-// times is dead-lettered instead (deadLetter).
-func (x *executor) execute(ctx context.Context, e valkey.XRangeEntry) bool {
+// acked is the verdict of an entry x.ack tried to ack: Acked, or Retry
+// when the ack failed.
+func acked(ok bool) consumer.Verdict {
+	if ok {
+		return consumer.Acked()
+	}
+	return consumer.Retry(nil)
+}
+
+// execute is the runs stream's consumer.Handler: it executes the run of
+// the runs entry d delivers under its lease, and acks the entry once the
+// run finished or was suspended. A run leased by another live worker, a
+// lost lease or a shutdown leaves the entry pending, uncounted; a transient
+// failure is settled while the lease is still held (d.Settle): counted,
+// and dead-lettered once the run failed MaxDeliveries times
+// (deadLetterEntry), as is at once a run that cannot be executed at all;
+// else the run is handed back and its entry left pending.
+func (x *executor) execute(ctx context.Context, d consumer.Delivery) consumer.Verdict {
+	e := d.Entry
 	runID := e.FieldValues[runField]
 	log := x.w.log.With(zap.String("entry_id", e.ID), zap.String("run_id", runID))
 	if journal.CheckRunID(runID) != nil {
 		log.Warn("runs entry without a valid run id; acked")
-		return x.ack(ctx, e.ID)
+		return acked(x.ack(ctx, e.ID))
 	}
 	if !x.running.Add(runID) {
 		log.Debug("the run is executing here under another runs entry; left pending")
-		return false
+		return consumer.Retry(nil)
 	}
 	defer x.running.Remove(runID)
 	lease, err := x.w.journal.Acquire(ctx, journal.AcquireParams{RunID: runID, Owner: x.owner, TTL: x.w.cfg.RunLease})
@@ -291,24 +169,24 @@ func (x *executor) execute(ctx context.Context, e valkey.XRangeEntry) bool {
 			if ctx.Err() == nil {
 				log.Warn("archive the finished run; left pending, to be archived when the archive is back", zap.Error(serr))
 			}
-			return false
+			return consumer.Retry(nil)
 		}
-		return x.ack(ctx, e.ID)
+		return acked(x.ack(ctx, e.ID))
 	case errors.Is(err, journal.ErrRunNotFound):
 		log.Warn("runs entry of a run that is not in the journal; acked")
-		return x.ack(ctx, e.ID)
+		return acked(x.ack(ctx, e.ID))
 	case errors.Is(err, journal.ErrLeaseHeld):
 		log.Debug("the run is leased by another worker; left pending")
-		return false
+		return consumer.Retry(nil)
 	case err != nil:
 		if ctx.Err() == nil {
 			log.Warn("acquire the run's lease; left pending", zap.Error(err))
 		}
-		return false
+		return consumer.Retry(nil)
 	}
 	if err := x.log.Adopt(lease); err != nil {
 		log.Error("adopt the run's lease", zap.Error(err))
-		return false
+		return consumer.Retry(nil)
 	}
 	x.w.metrics.runsInFlight.Inc()
 	defer x.w.metrics.runsInFlight.Dec()
@@ -323,28 +201,21 @@ func (x *executor) execute(ctx context.Context, e valkey.XRangeEntry) bool {
 	switch {
 	case err == nil:
 		log.Info("run ended", zap.String("status", string(status)))
-		return x.ack(ctx, e.ID)
+		return acked(x.ack(ctx, e.ID))
 	case errors.Is(context.Cause(runCtx), errLeaseLost) || errors.Is(err, journal.ErrLeaseLost):
 		log.Warn("the run's lease was lost; another worker has it", zap.Error(err))
-		return false
-	case errors.Is(err, errUnrunnable) && ctx.Err() == nil:
-		// Retrying cannot help: dead-letter it now (else, when that
-		// fails, it is handed back below like a transient failure).
-		if x.deadLetter(ctx, e.ID, runID, 0, err, log) {
-			return true
-		}
+		return consumer.Retry(nil)
 	}
-	if ctx.Err() == nil {
-		x.w.metrics.transient.WithLabelValues("run").Inc()
-		failures, ferr := x.noteFailure(ctx, runID, err)
-		if ferr != nil {
-			log.Warn("count the run's failure", zap.Error(ferr))
-		}
-		if failures >= int64(x.w.cfg.MaxDeliveries) {
-			if x.deadLetter(ctx, e.ID, runID, failures, err, log) {
-				return true
-			}
-		}
+	// Settled here, with the lease still held, which the dead letter
+	// needs to end the run. Retrying cannot help a run that cannot be
+	// executed: it is dead-lettered now (and, when that fails, counted
+	// like a transient failure). After a shutdown nothing is counted.
+	v := consumer.Retry(err)
+	if errors.Is(err, errUnrunnable) {
+		v = consumer.DeadLetter(err)
+	}
+	if v = d.Settle(ctx, v); v.Acked() {
+		return v
 	}
 	// Shutdown or a transient failure: hand the run back so that any
 	// worker resumes it when it reclaims the entry.
@@ -358,7 +229,30 @@ func (x *executor) execute(ctx context.Context, e valkey.XRangeEntry) bool {
 	} else {
 		log.Warn("run failed transiently; handed back and left pending", zap.Error(err))
 	}
-	return false
+	return v
+}
+
+// countFailure is the runs stream's consumer.Policy.Failed: it counts a
+// transient failure of the run of d (noteFailure) and returns the
+// failures counted so far, 0 when they cannot be counted (Valkey down: an
+// outage never dead-letters runs).
+func (x *executor) countFailure(ctx context.Context, d consumer.Delivery, cause error) int64 {
+	x.w.metrics.transient.WithLabelValues("run").Inc()
+	runID := d.Entry.FieldValues[runField]
+	n, err := x.noteFailure(ctx, runID, cause)
+	if err != nil {
+		x.w.log.Warn("count the run's failure", zap.String("entry_id", d.Entry.ID), zap.String("run_id", runID), zap.Error(err))
+	}
+	return n
+}
+
+// deadLetterEntry is the runs stream's consumer.Policy.DeadLetter: the
+// dead letter of the run of d (deadLetter), settled by execute while it
+// holds the run's lease.
+func (x *executor) deadLetterEntry(ctx context.Context, d consumer.Delivery, cause error, failures int64) bool {
+	runID := d.Entry.FieldValues[runField]
+	log := x.w.log.With(zap.String("entry_id", d.Entry.ID), zap.String("run_id", runID))
+	return x.deadLetter(ctx, d.Entry.ID, runID, failures, cause, log)
 }
 
 // failuresKey is the hash counting a run's transient failures (field n) and
@@ -415,7 +309,7 @@ func (x *executor) deadLetter(ctx context.Context, entryID, runID string, failur
 	}
 	if sub, err := x.w.submitted(ctx, runID); err == nil {
 		var typ string
-		_ = json.Unmarshal(sub.Fields[fieldMessageType], &typ)
+		_ = json.Unmarshal(sub.Extra[fieldMessageType], &typ)
 		if messages.MessageType(typ) == messages.RunCase {
 			outcome = map[string]any{"type": "outcome", "run_id": runID, "target": meta.TargetName,
 				"status": flow.StatusError, "code": messages.RuntimeError, "message": msg}
@@ -474,9 +368,9 @@ func (x *executor) run(ctx context.Context, runID string, log *zap.Logger) (flow
 	}
 	var out flow.Outcome
 	if typ == messages.RunCase {
-		out, err = x.runCase(ctx, meta, sub.Fields[fieldRequest], log)
+		out, err = x.runCase(ctx, meta, sub.Extra[fieldRequest], log)
 	} else {
-		out, err = x.startRun(ctx, meta, sub.Fields[fieldRequest])
+		out, err = x.startRun(ctx, meta, sub.Extra[fieldRequest])
 	}
 	if err != nil {
 		return "", err
@@ -505,7 +399,7 @@ var errUnrunnable = errors.New("the run cannot be executed")
 // field of its run:submitted event): start_run or run_case. A missing
 // field, one that is not a JSON string, or another type is errUnrunnable.
 func runType(sub journal.Event) (messages.MessageType, error) {
-	raw, ok := sub.Fields[fieldMessageType]
+	raw, ok := sub.Extra[fieldMessageType]
 	if !ok {
 		return "", fmt.Errorf("%w: its run:submitted event has no %s", errUnrunnable, fieldMessageType)
 	}

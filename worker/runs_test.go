@@ -58,11 +58,7 @@ func (e *env) waitRun(runID string, limit time.Duration) []journal.Event {
 func last(t *testing.T, events []journal.Event) (journal.Kind, messages.Code) {
 	t.Helper()
 	ev := events[len(events)-1]
-	var code messages.Code
-	if raw, ok := ev.Fields["code"]; ok {
-		_ = json.Unmarshal(raw, &code)
-	}
-	return ev.Kind, code
+	return ev.Kind, ev.Code
 }
 
 func count(events []journal.Event, kind journal.Kind) int {
@@ -303,7 +299,7 @@ func TestRunCaseLLMRef(t *testing.T) {
 	}
 	for _, ev := range events {
 		if ev.Kind == "case:outcome" {
-			raw, _ := json.Marshal(ev.Fields)
+			raw, _ := json.Marshal(ev.Extra)
 			_ = json.Unmarshal(raw, &outcome)
 		}
 	}

@@ -60,7 +60,7 @@ func TestCasePricesNotSaved(t *testing.T) {
 	}
 	for _, ev := range events {
 		if ev.Kind == "case:outcome" {
-			raw, _ := json.Marshal(ev.Fields)
+			raw, _ := json.Marshal(ev.Extra)
 			_ = json.Unmarshal(raw, &outcome)
 		}
 	}

@@ -230,7 +230,7 @@ func (w *Worker) submittedBy(ctx context.Context, runID, messageID string) (bool
 		return false, err
 	}
 	var got string
-	if raw, ok := ev.Fields[fieldMessageID]; ok {
+	if raw, ok := ev.Extra[fieldMessageID]; ok {
 		_ = json.Unmarshal(raw, &got)
 	}
 	return got == messageID, nil

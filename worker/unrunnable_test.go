@@ -50,8 +50,7 @@ func TestRunWithoutReadableTypeDeadLettered(t *testing.T) {
 	for i, tc := range cases {
 		events := e.waitRun(ids[i], 20*time.Second)
 		kind, code := last(t, events)
-		var msg string
-		_ = json.Unmarshal(events[len(events)-1].Fields["message"], &msg)
+		msg := events[len(events)-1].Message
 		if kind != journal.KindRunError || code != messages.RuntimeError || !strings.Contains(msg, tc.want) || !strings.Contains(msg, ":runs:dead") {
 			t.Errorf("%s: ended %s %s %q; want run:error runtime_error naming the dead letter and %q", tc.name, kind, code, msg, tc.want)
 		}

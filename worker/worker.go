@@ -60,11 +60,11 @@ type Worker struct {
 	givenStore  store.Store
 	givenClient valkey.Client
 
-	batch  *batch.Batcher       // groups the per-message Valkey commands (readNow, handle.go)
-	spawn  spawner              // runs handlers on reused goroutines (spawn.go)
-	cases  *consumer.Consumer   // reads the message stream: Concurrency slots, entries in flight and parked (consume.go)
+	batch  *batch.Batcher       // groups the per-message Valkey commands (handle.go) and the message stream's reads under load
+	spawn  spawner              // runs the message handlers on reused goroutines (spawn.go)
+	cases  *consumer.Consumer   // the message stream's consumer: Concurrency slots, its policy (consume.go)
 	saves  chan struct{}        // one token per save_case building a bundle
-	exec   *executor            // executes the runs stream
+	exec   *executor            // executes the runs stream, with its consumer (runs.go)
 	upkeep *maintain.Maintainer // trims the streams and deletes dead consumers (maintain.go)
 	models modelClients         // live model clients by llm_ref
 
@@ -77,9 +77,7 @@ type Worker struct {
 	stopping bool
 	cancel   context.CancelFunc // stops reading
 	hard     context.CancelFunc // cancels in-flight work
-	loops    sync.WaitGroup     // the read, reclaim and maintenance loops
-	handlers sync.WaitGroup     // in-flight handlers
-	keepers  sync.WaitGroup     // keepAliveLoop, which outlives the loops (keepalive.go)
+	loops    sync.WaitGroup     // the two consumer loops (each until its handlers ended) and the maintenance loop
 	stopOnce sync.Once
 	stopped  chan struct{}
 
@@ -144,8 +142,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if err := w.createGroup(ctx); err != nil {
 		return err
 	}
-	if w.cases, err = consumer.New(consumer.Config{Stream: w.cfg.CaseStream, Group: w.cfg.ConsumerGroup,
-		Consumer: w.cfg.ConsumerName, Slots: w.cfg.Concurrency}, consumer.Deps{Client: w.client}); err != nil {
+	if w.cases, err = w.newCaseConsumer(); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
 	if w.upkeep, err = maintain.New(maintain.Config{Consumer: w.cfg.ConsumerName, ConsumerExpiry: w.cfg.ConsumerExpiry},
@@ -171,13 +168,11 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	workCtx, hard := context.WithCancel(context.WithoutCancel(ctx))
 	w.cancel, w.hard = cancel, hard
 	w.started = true
-	w.loops.Add(4)
-	go func() { defer w.loops.Done(); w.readLoop(readCtx, workCtx) }()
-	go func() { defer w.loops.Done(); w.maintainLoop(readCtx) }()
-	go func() { defer w.loops.Done(); w.reclaimLoop(readCtx, workCtx) }()
-	go func() { defer w.loops.Done(); w.exec.readLoop(readCtx, workCtx) }()
-	w.keepers.Add(1) // until the in-flight work ended: see Stop
-	go func() { defer w.keepers.Done(); w.keepAliveLoop(workCtx) }()
+	// Each consumer loop reads until readCtx is done and returns once its
+	// handlers (under workCtx) ended: see Stop.
+	w.loops.Go(func() { w.consume(w.cases, readCtx, workCtx, w.handleMessage) })
+	w.loops.Go(func() { w.consume(w.exec.runs, readCtx, workCtx, w.exec.execute) })
+	w.loops.Go(func() { w.maintainLoop(readCtx) })
 	w.log.Info("worker started",
 		zap.String("stream", w.cfg.CaseStream), zap.String("group", w.cfg.ConsumerGroup),
 		zap.String("consumer", w.cfg.ConsumerName), zap.Int("concurrency", w.cfg.Concurrency),
@@ -269,10 +264,8 @@ func (w *Worker) Stop(ctx context.Context) error {
 				return
 			}
 			w.cancel()
-			w.loops.Wait() // no handler is added after the loops ended
-			w.handlers.Wait()
+			w.loops.Wait() // the consumer loops wait for their handlers
 			w.hard()
-			w.keepers.Wait()
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			w.closeResources()
@@ -327,10 +320,10 @@ func (w *Worker) closeResources() {
 	}
 }
 
-// backoff is how long a pending entry delivered n times must be idle before
-// it is reclaimed: ClaimIdle doubled per delivery after the first, capped
-// at 32×.
-func (w *Worker) backoff(n int64) time.Duration {
-	shift := min(max(n-1, 0), 5)
-	return w.cfg.ClaimIdle << shift
+// consume runs consumer c's loop with handler h (consumer.Run) until
+// ctx is done and the handlers it started ended.
+func (w *Worker) consume(c *consumer.Consumer, ctx, work context.Context, h consumer.Handler) {
+	if err := c.Run(ctx, work, h); err != nil {
+		w.log.Error("consume "+c.Config().Name, zap.Error(err))
+	}
 }

@@ -3,6 +3,9 @@
 // creates a run in the journal on the run's first append, holds the run's
 // lease while the run executes (taking it over when it resumes a run that
 // another process left), and translates the journal's errors into flow's.
+// Events need no translation: flow.Event and journal.Event are the one
+// runevent.Event, so the runtime's events are given to the journal as they
+// are and the journal's are the runtime's.
 //
 // journallog imports flow and journal; nothing below them.
 package journallog
@@ -58,30 +61,19 @@ func (l *Log) Load(ctx context.Context, runID string) (flow.Recorded, error) {
 	if err != nil {
 		return flow.Recorded{}, fmt.Errorf("journallog: load %s: %w", runID, err)
 	}
-	rec := flow.Recorded{Results: r.Results, Events: make([]flow.Event, 0, len(r.Events))}
-	for _, e := range r.Events {
-		fe, err := flow.EventOf(e.RunSeq, e.Kind, e.At, e.Fields)
-		if err != nil {
-			return flow.Recorded{}, fmt.Errorf("journallog: load %s: event %d: %w", runID, e.RunSeq, err)
-		}
-		rec.Events = append(rec.Events, fe)
-	}
-	return rec, nil
+	// flow.Event and journal.Event are the one runevent.Event.
+	return flow.Recorded{Events: r.Events, Results: r.Results}, nil
 }
 
 // Append implements flow.Log. The run's first append creates it in the
 // journal (its run:start gives the inputs and code version); an append to a
 // run this Log holds no lease on takes the lease over first.
 func (l *Log) Append(ctx context.Context, runID string, b flow.Batch) (int64, error) {
-	events, err := toJournal(b.Events)
-	if err != nil {
-		return 0, fmt.Errorf("journallog: append %s: %w", runID, err)
-	}
 	lease, err := l.lease(ctx, runID, b)
 	if err != nil {
 		return 0, err
 	}
-	seq, err := l.j.Append(ctx, lease, journal.Batch{Events: events, Results: b.Results})
+	seq, err := l.j.Append(ctx, lease, journal.Batch{Events: b.Events, Results: b.Results})
 	if err != nil {
 		return 0, fmt.Errorf("journallog: append %s: %w", runID, translate(err))
 	}
@@ -90,15 +82,11 @@ func (l *Log) Append(ctx context.Context, runID string, b flow.Batch) (int64, er
 
 // Finish implements flow.Log.
 func (l *Log) Finish(ctx context.Context, runID string, terminal flow.Event) (int64, error) {
-	events, err := toJournal([]flow.Event{terminal})
-	if err != nil {
-		return 0, fmt.Errorf("journallog: finish %s: %w", runID, err)
-	}
 	lease, err := l.lease(ctx, runID, flow.Batch{})
 	if err != nil {
 		return 0, err
 	}
-	seq, err := l.j.Finish(ctx, lease, journal.Batch{Events: events})
+	seq, err := l.j.Finish(ctx, lease, journal.Batch{Events: []journal.Event{terminal}})
 	if err != nil {
 		return 0, fmt.Errorf("journallog: finish %s: %w", runID, translate(err))
 	}
@@ -164,21 +152,6 @@ func (l *Log) create(ctx context.Context, runID string, b flow.Batch) (journal.L
 		return journal.Lease{}, fmt.Errorf("%w: run %s is not in the journal and the append names no target", journal.ErrInvalid, runID)
 	}
 	return l.j.Create(ctx, p)
-}
-
-// toJournal gives runtime events to the journal as their kind, at and
-// fields (flow.Event.Fields); the journal assigns run_seq and writes the
-// canonical bytes.
-func toJournal(events []flow.Event) ([]journal.Event, error) {
-	out := make([]journal.Event, 0, len(events))
-	for _, fe := range events {
-		fields, err := fe.Fields()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, journal.Event{Kind: fe.Kind, At: fe.At, Fields: fields})
-	}
-	return out, nil
 }
 
 // translate maps the journal's errors onto the ones flow.Log documents.

@@ -129,7 +129,7 @@ const requestField = "request"
 // a bundle, and the executor reads them from the journal, not from a
 // capture. Any other event is returned as it is.
 func withoutPrices(e journal.Event) (journal.Event, error) {
-	raw, ok := e.Fields[requestField]
+	raw, ok := e.Extra[requestField]
 	if e.Kind != journal.KindRunSubmitted || !ok || !bytes.Contains(raw, []byte(`"prices"`)) {
 		return e, nil
 	}
@@ -149,14 +149,14 @@ func withoutPrices(e journal.Event) (journal.Event, error) {
 	if req["options"], err = json.Marshal(opts); err != nil {
 		return e, err
 	}
-	fields := make(map[string]json.RawMessage, len(e.Fields))
-	for k, v := range e.Fields {
+	fields := make(map[string]json.RawMessage, len(e.Extra))
+	for k, v := range e.Extra {
 		fields[k] = v
 	}
 	if fields[requestField], err = json.Marshal(req); err != nil {
 		return e, err
 	}
-	e.Fields = fields
+	e.Extra = fields
 	return e, nil
 }
 
@@ -174,7 +174,7 @@ func detectKind(r *journal.Run, want bundle.Kind) (bundle.Kind, error) {
 	}
 	if detected == bundle.KindWorkflow {
 		for _, e := range r.Events {
-			if c, ok := e.Call(); ok && (c.Kind == "model" || c.Kind == "tool") {
+			if c, ok := journal.CallOf(e); ok && (c.Kind == "model" || c.Kind == "tool") {
 				detected, evidence = bundle.KindAgent, c.ID()
 				break
 			}
@@ -222,7 +222,7 @@ func recordedConfig(r *journal.Run, kind bundle.Kind) json.RawMessage {
 		return json.RawMessage("{}")
 	}
 	for _, e := range r.Events {
-		c, ok := e.Call()
+		c, ok := journal.CallOf(e)
 		if !ok || e.Kind != journal.KindCallStart || c.Kind != "model" {
 			continue
 		}

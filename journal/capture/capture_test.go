@@ -240,11 +240,11 @@ func TestPricesNotCaptured(t *testing.T) {
 		}
 	}
 	// The journal's event is unchanged.
-	if raw := string(r.Events[0].Fields["request"]); !strings.Contains(raw, "price-only-model-x") {
+	if raw := string(r.Events[0].Extra["request"]); !strings.Contains(raw, "price-only-model-x") {
 		t.Errorf("the run's request changed: %s", raw)
 	}
 	// A request without prices is kept byte for byte.
-	r.Events[0].Fields["request"] = json.RawMessage(`{"options":{"replay_only":true},"target_name":"checkout"}`)
+	r.Events[0].Extra["request"] = json.RawMessage(`{"options":{"replay_only":true},"target_name":"checkout"}`)
 	b, err = capture.Build(r, capture.Params{ForkAfterSeq: seq(2)})
 	if err != nil || !strings.Contains(string(b.History[0]), `"request":{"options":{"replay_only":true},"target_name":"checkout"}`) {
 		t.Fatalf("request without prices: %s, %v", b.History[0], err)

@@ -37,7 +37,7 @@ func ForkPoints(r *journal.Run) []ForkPoint {
 	out := make([]ForkPoint, 0, len(r.Events))
 	for _, e := range r.Events {
 		fp := ForkPoint{RunSeq: e.RunSeq, Kind: string(e.Kind)}
-		if c, ok := e.Call(); ok {
+		if c, ok := journal.CallOf(e); ok {
 			id := c.ID()
 			fp.Call = id
 			switch e.Kind {

@@ -96,7 +96,7 @@ func callDone(n int) journal.Event {
 // result is the result record of the n-th test call.
 func result(n int) bundle.Result {
 	c := call(n)
-	return bundle.Result{Kind: c.Kind, Key: c.Key, Fingerprint: c.Fingerprint, Result: json.RawMessage(fmt.Sprintf(`{"price":%d.5,"n":%d}`, n, n))}
+	return bundle.Result{Kind: string(c.Kind), Key: c.Key, Fingerprint: c.Fingerprint, Result: json.RawMessage(fmt.Sprintf(`{"price":%d.5,"n":%d}`, n, n))}
 }
 
 // canonResult is result(n) as the journal stores and returns it.
@@ -322,7 +322,7 @@ func testAppendAssignsSeq(t *testing.T, h *Harness) {
 		if n < 0 {
 			continue
 		}
-		c, ok := evs[i].Call()
+		c, ok := journal.CallOf(evs[i])
 		if !ok || c != call(n) {
 			t.Errorf("event %d call = %+v, %v; want %+v", i+1, c, ok, call(n))
 		}
@@ -347,7 +347,7 @@ func testExactBytes(t *testing.T, h *Harness) {
 	e := journal.Event{
 		Kind: journal.KindCallStart,
 		At:   time.Date(2025, 6, 7, 8, 9, 10, 11000, time.UTC),
-		Fields: map[string]json.RawMessage{
+		Extra: map[string]json.RawMessage{
 			"call":  json.RawMessage(`{"kind":"step","key":"quote:0","fingerprint":"ab","effect":"read"}`),
 			"input": json.RawMessage("{\"z\": 1e-5, \"a\": \"<&>\\u2028é\", \"big\": 123456789012345678901234567890, \"f\": 100.0}"),
 			"émoji": json.RawMessage(`"✓"`),
@@ -363,8 +363,8 @@ func testExactBytes(t *testing.T, h *Harness) {
 	if got := eventJSON(t, evs[1]); got != want {
 		t.Errorf("stored event =\n%s\nwant\n%s", got, want)
 	}
-	if in := evs[1].Fields["input"]; !bytes.Contains([]byte(want), in) {
-		t.Errorf("Fields[input] = %s, not the canonical bytes", in)
+	if in := evs[1].Input; !bytes.Contains([]byte(want), in) {
+		t.Errorf("Input = %s, not the canonical bytes", in)
 	}
 	rs, _, err := f.j.Results(f.ctx, id)
 	if err != nil {
@@ -489,9 +489,9 @@ func testInvalid(t *testing.T, h *Harness) {
 		"terminal event":      {Events: []journal.Event{{Kind: journal.KindRunComplete}}},
 		"run:submitted":       {Events: []journal.Event{{Kind: journal.KindRunSubmitted}}},
 		"no kind":             {Events: []journal.Event{{}}},
-		"reserved field":      {Events: []journal.Event{{Kind: "x:y", Fields: map[string]json.RawMessage{"run_seq": json.RawMessage(`9`)}}}},
-		"invalid field JSON":  {Events: []journal.Event{{Kind: "x:y", Fields: map[string]json.RawMessage{"a": json.RawMessage(`{"a":`)}}}},
-		"duplicate JSON keys": {Events: []journal.Event{{Kind: "x:y", Fields: map[string]json.RawMessage{"a": json.RawMessage(`{"a":1,"a":1}`)}}}},
+		"reserved field":      {Events: []journal.Event{{Kind: "x:y", Extra: map[string]json.RawMessage{"run_seq": json.RawMessage(`9`)}}}},
+		"invalid field JSON":  {Events: []journal.Event{{Kind: "x:y", Extra: map[string]json.RawMessage{"a": json.RawMessage(`{"a":`)}}}},
+		"duplicate JSON keys": {Events: []journal.Event{{Kind: "x:y", Extra: map[string]json.RawMessage{"a": json.RawMessage(`{"a":1,"a":1}`)}}}},
 		"result with both":    {Results: []bundle.Result{{Kind: "step", Key: "a:0", Result: json.RawMessage(`1`), Error: json.RawMessage(`2`)}}},
 		"result with neither": {Results: []bundle.Result{{Kind: "step", Key: "a:0"}}},
 		"result without key":  {Results: []bundle.Result{{Kind: "step", Result: json.RawMessage(`1`)}}},
@@ -700,7 +700,7 @@ func testConcurrentAppend(t *testing.T, h *Harness) {
 			for i := range appends {
 				n := w*appends + i
 				start, done := callStart(n), callDone(n)
-				start.Fields["writer"] = json.RawMessage(fmt.Sprint(w))
+				start.Extra = map[string]json.RawMessage{"writer": json.RawMessage(fmt.Sprint(w))}
 				if _, err := f.j.Append(f.ctx, l, journal.Batch{Events: []journal.Event{start, done}, Results: []bundle.Result{result(n)}}); err != nil {
 					errs <- err
 					return
@@ -720,8 +720,8 @@ func testConcurrentAppend(t *testing.T, h *Harness) {
 	next := make([]int, writers) // each writer's next call, in its own order
 	for i := 1; i < len(evs); i += 2 {
 		start, done := evs[i], evs[i+1]
-		cs, ok1 := start.Call()
-		cd, ok2 := done.Call()
+		cs, ok1 := journal.CallOf(start)
+		cd, ok2 := journal.CallOf(done)
 		var w int
 		if _, err := start.Field("writer", &w); err != nil || !ok1 || !ok2 || start.Kind != journal.KindCallStart || done.Kind != journal.KindCallDone || cs != cd {
 			t.Fatalf("events %d and %d are not one batch: %s / %s", i+1, i+2, eventJSON(t, start), eventJSON(t, done))
@@ -749,7 +749,7 @@ func testTakeoverDuringAppends(t *testing.T, h *Harness) {
 	go func() {
 		for n := 0; ; n++ {
 			e := callStart(n)
-			e.Fields["owner"] = json.RawMessage(`"a"`)
+			e.Extra = map[string]json.RawMessage{"owner": json.RawMessage(`"a"`)}
 			last, err := f.j.Append(f.ctx, a, journal.Batch{Events: []journal.Event{e}})
 			if err != nil {
 				done <- err
@@ -776,7 +776,7 @@ func testTakeoverDuringAppends(t *testing.T, h *Harness) {
 		t.Fatalf("Acquire: %v", err)
 	}
 	e := callStart(1000)
-	e.Fields["owner"] = json.RawMessage(`"b"`)
+	e.Extra = map[string]json.RawMessage{"owner": json.RawMessage(`"b"`)}
 	bSeq := f.appendOK(t, b, journal.Batch{Events: []journal.Event{e}})
 	select {
 	case err := <-done:
@@ -928,7 +928,7 @@ func testExpired(t *testing.T, h *Harness) {
 	id, l := f.create(t, "w", time.Hour)
 	for n := range 5 {
 		e := callStart(n)
-		e.Fields["input"] = json.RawMessage(fmt.Sprintf(`{"text":"<é\u2028%d>","x":1.0e3}`, n))
+		e.Input = json.RawMessage(fmt.Sprintf(`{"text":"<é\u2028%d>","x":1.0e3}`, n))
 		f.appendOK(t, l, journal.Batch{Events: []journal.Event{e, callDone(n)}, Results: []bundle.Result{result(n)}})
 	}
 	f.appendOK(t, l, journal.Batch{Results: []bundle.Result{{Kind: "tool", Key: "toolu_01", Fingerprint: "f", Error: json.RawMessage(`{"message":"no"}`)}}})

@@ -34,7 +34,7 @@ func Example() {
 	}
 	if _, err := j.Append(ctx, lease, journal.Batch{
 		Events:  []journal.Event{done},
-		Results: []bundle.Result{{Kind: call.Kind, Key: call.Key, Fingerprint: call.Fingerprint, Result: json.RawMessage(`{"price":12.5}`)}},
+		Results: []bundle.Result{{Kind: string(call.Kind), Key: call.Key, Fingerprint: call.Fingerprint, Result: json.RawMessage(`{"price":12.5}`)}},
 	}); err != nil {
 		panic(err)
 	}

@@ -221,7 +221,7 @@ func finishedRun(t *testing.T, ns, id string, n int) *journal.Run {
 		case n:
 			kind = journal.KindRunComplete
 		}
-		r.Events = append(r.Events, journal.Event{RunSeq: int64(i), Kind: kind, At: at, Fields: map[string]json.RawMessage{"i": json.RawMessage(`"é<&>"`)}})
+		r.Events = append(r.Events, journal.Event{RunSeq: int64(i), Kind: kind, At: at, Extra: map[string]json.RawMessage{"i": json.RawMessage(`"é<&>"`)}})
 	}
 	r.Results = []bundle.Result{{Kind: "step", Key: "a:0", Fingerprint: "f", Result: json.RawMessage(`[1.0,"x"]`)}}
 	return r

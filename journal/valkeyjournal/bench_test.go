@@ -30,7 +30,7 @@ func newBenchRun() *benchRun {
 		d, _ := journal.NewEvent(journal.KindCallDone, map[string]any{"call": c})
 		r.starts = append(r.starts, s)
 		r.dones = append(r.dones, d)
-		r.results = append(r.results, bundle.Result{Kind: c.Kind, Key: c.Key, Fingerprint: c.Fingerprint,
+		r.results = append(r.results, bundle.Result{Kind: string(c.Kind), Key: c.Key, Fingerprint: c.Fingerprint,
 			Result: []byte(fmt.Sprintf(`{"price":%d.25,"currency":"EUR"}`, n))})
 	}
 	return r

@@ -3,8 +3,8 @@
 // the same inputs and stores the same bytes), the decoding of what they
 // read, and the archive fallback of reads.
 //
-// backend imports journal, bundle and journal/internal/wire, nothing else of
-// the project.
+// backend imports journal, bundle, runevent and journal/internal/wire,
+// nothing else of the project.
 package backend
 
 import (
@@ -12,12 +12,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/internal/wire"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // Options are the backends' common options with the defaults applied.
@@ -67,7 +69,12 @@ type Event struct {
 }
 
 // JSON is the event's bytes once it has run_seq seq.
-func (e Event) JSON(seq int64) []byte { return wire.JoinEvent(e.Head, seq, e.Tail) }
+func (e Event) JSON(seq int64) []byte {
+	out := make([]byte, 0, len(e.Head)+20+len(e.Tail))
+	out = append(out, e.Head...)
+	out = strconv.AppendInt(out, seq, 10)
+	return append(out, e.Tail...)
+}
 
 // Result is a result record ready to be stored under ID ("kind:key").
 type Result struct {
@@ -115,9 +122,10 @@ func PrepareBatch(b journal.Batch, finish bool, now time.Time) (Batch, error) {
 			at = now
 		}
 		at = wire.Truncate(at)
-		head, tail, err := wire.SplitEvent(e.Kind, at, e.Fields)
+		e.At = at
+		head, tail, err := e.SplitJSON()
 		if err != nil {
-			return p, fmt.Errorf("event %d of the batch: %w", i, err)
+			return p, fmt.Errorf("%w: event %d of the batch: %w", journal.ErrInvalid, i, err)
 		}
 		p.Events[i] = Event{Kind: e.Kind, At: at, Expect: e.RunSeq, Head: head, Tail: tail}
 		if finish && last {
@@ -172,19 +180,19 @@ func PrepareCreate(p journal.CreateParams, now time.Time, leaseTTL time.Duration
 		at = now
 	}
 	at = wire.Truncate(at)
-	ev := journal.Event{RunSeq: 1, Kind: journal.KindRunSubmitted, At: at, Fields: make(map[string]json.RawMessage, len(p.Fields)+1)}
+	ev := journal.Event{RunSeq: 1, Kind: journal.KindRunSubmitted, At: at, Extra: make(map[string]json.RawMessage, len(p.Fields)+1)}
 	for k, v := range p.Fields {
 		if k == "target_name" {
 			return c, fmt.Errorf("%w: field target_name of run:submitted is set by Create", journal.ErrInvalid)
 		}
-		ev.Fields[k] = v
+		ev.Extra[k] = v
 	}
-	if ev.Fields["target_name"], err = json.Marshal(p.TargetName); err != nil {
+	if ev.Extra["target_name"], err = json.Marshal(p.TargetName); err != nil {
 		return c, fmt.Errorf("%w: target name: %w", journal.ErrInvalid, err)
 	}
 	c.Event, err = ev.JSON()
 	if err != nil {
-		return c, err
+		return c, fmt.Errorf("%w: %w", journal.ErrInvalid, err)
 	}
 	c.Inputs = inputs
 	c.CreatedAt = at
@@ -214,14 +222,18 @@ func LeaseTTL(ttl, def time.Duration) time.Duration {
 	return def
 }
 
-// DecodeEvent reads a stored event. Its field values are sub-slices of raw,
-// which the caller gives up (pass a copy of bytes it keeps).
+// DecodeEvent reads a stored event (runevent.Decode; a stored event has a
+// run_seq). Its raw values are sub-slices of raw, which the caller gives
+// up (pass a copy of bytes it keeps).
 func DecodeEvent(raw []byte) (journal.Event, error) {
-	seq, kind, at, fields, err := wire.DecodeEvent(raw)
-	if err != nil {
-		return journal.Event{}, err
+	e, err := runevent.Decode(raw)
+	if err == nil && e.RunSeq < 1 {
+		err = fmt.Errorf("event %.60s has no run_seq", raw)
 	}
-	return journal.Event{RunSeq: seq, Kind: kind, At: at, Fields: fields}, nil
+	if err != nil {
+		return journal.Event{}, fmt.Errorf("%w: %w", journal.ErrInvalid, err)
+	}
+	return e, nil
 }
 
 // DecodeResult reads a stored result record. Its value is a sub-slice of

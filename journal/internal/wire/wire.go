@@ -1,9 +1,9 @@
-// Package wire is the byte format of journal records: the canonical JSON of
-// an event (run_seq, kind and at merged with the event's fields) and of a
-// result record, the format of the at time stamp, and their decoding. Every
-// journal backend and the archive store exactly these bytes, so that a run
-// read from Valkey and the same run read from the archive are byte-for-byte
-// equal, and so that a bundle's history is already canonical.
+// Package wire is the byte format of journal records besides events (whose
+// one encoder is runevent.Event.AppendJSON): the canonical JSON of a result
+// record and its decoding, the canonical inputs object, and the time stamps
+// of a run's meta. Every journal backend and the archive store exactly
+// these bytes, so that a run read from Valkey and the same run read from
+// the archive are byte-for-byte equal.
 //
 // wire imports bundle, bundle/canonjson and runevent, and nothing else of
 // the project (in particular not journal, which imports it).
@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,27 +30,15 @@ import (
 )
 
 // ErrInvalid is wrapped by every error about a value that cannot be encoded
-// or decoded: invalid JSON in a field, a reserved or non-UTF-8 field name, a
-// result with both or neither of result and error, a malformed stored record.
+// or decoded: a result with both or neither of result and error, a result
+// value or inputs that are not valid JSON, a malformed stored record or
+// time stamp.
 var ErrInvalid = errors.New("invalid journal input")
 
-// TimeLayout is the layout of an event's at: runevent.TimeLayout, RFC 3339
-// in UTC with exactly six fractional digits (microseconds).
-const TimeLayout = runevent.TimeLayout
-
-// The member names an event's fields may not use: the journal sets them.
-const (
-	NameRunSeq = "run_seq"
-	NameKind   = "kind"
-	NameAt     = "at"
-)
-
-// FormatTime returns t in TimeLayout (converted to UTC, truncated to the
-// microsecond).
+// FormatTime returns t in runevent.TimeLayout (converted to UTC, truncated
+// to the microsecond), the layout of a run's created_at and finished_at as
+// of its events' at.
 func FormatTime(t time.Time) string { return runevent.FormatTime(t) }
-
-// AppendTime appends t in TimeLayout to dst.
-func AppendTime(dst []byte, t time.Time) []byte { return runevent.AppendTime(dst, t) }
 
 // ParseTime parses an RFC 3339 time (any precision) and returns it in UTC.
 func ParseTime(s string) (time.Time, error) {
@@ -62,96 +49,9 @@ func ParseTime(s string) (time.Time, error) {
 	return t.UTC(), nil
 }
 
-// Truncate returns t as it reads back after a round trip through TimeLayout.
+// Truncate returns t as it reads back after a round trip through
+// runevent.TimeLayout.
 func Truncate(t time.Time) time.Time { return runevent.Truncate(t) }
-
-// AppendEvent appends the canonical JSON object of an event to dst: the
-// members run_seq, kind and at merged with fields, names in code-point order,
-// every field value canonicalised (which also validates it).
-func AppendEvent(dst []byte, seq int64, kind runevent.Kind, at time.Time, fields map[string]json.RawMessage) ([]byte, error) {
-	out, _, err := appendEvent(dst, seq, false, kind, at, fields)
-	return out, err
-}
-
-// SplitEvent returns the canonical JSON of an event whose run_seq is not yet
-// known, cut where the run_seq digits go: the event with run_seq n is
-// head + strconv.Itoa(n) + tail. Valkey's append script joins the pieces
-// once it has assigned the number.
-func SplitEvent(kind runevent.Kind, at time.Time, fields map[string]json.RawMessage) (head, tail []byte, err error) {
-	out, off, err := appendEvent(nil, 0, true, kind, at, fields)
-	if err != nil {
-		return nil, nil, err
-	}
-	return out[:off:off], out[off:], nil
-}
-
-// JoinEvent is the event of SplitEvent's pieces with run_seq seq.
-func JoinEvent(head []byte, seq int64, tail []byte) []byte {
-	out := make([]byte, 0, len(head)+20+len(tail))
-	out = append(out, head...)
-	out = strconv.AppendInt(out, seq, 10)
-	return append(out, tail...)
-}
-
-// CheckFieldName refuses a field name an event may not carry.
-func CheckFieldName(name string) error {
-	switch {
-	case name == NameRunSeq || name == NameKind || name == NameAt:
-		return fmt.Errorf("%w: field %q is set by the journal", ErrInvalid, name)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%w: field name %q is not valid UTF-8", ErrInvalid, name)
-	}
-	return nil
-}
-
-// appendEvent writes the event; when placeholder is set it leaves run_seq's
-// digits out and returns their offset.
-func appendEvent(dst []byte, seq int64, placeholder bool, kind runevent.Kind, at time.Time, fields map[string]json.RawMessage) ([]byte, int, error) {
-	if kind == "" {
-		return dst, 0, fmt.Errorf("%w: event without a kind", ErrInvalid)
-	}
-	if !utf8.ValidString(string(kind)) {
-		return dst, 0, fmt.Errorf("%w: event kind %q is not valid UTF-8", ErrInvalid, kind)
-	}
-	names := make([]string, 0, len(fields)+3)
-	names = append(names, NameAt, NameKind, NameRunSeq)
-	for name := range fields {
-		if err := CheckFieldName(name); err != nil {
-			return dst, 0, err
-		}
-		names = append(names, name)
-	}
-	slices.Sort(names) // byte order of UTF-8 is code-point order
-	n, off := len(dst), 0
-	dst = append(dst, '{')
-	for i, name := range names {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = canonjson.AppendQuoted(dst, []byte(name))
-		dst = append(dst, ':')
-		switch name {
-		case NameAt:
-			dst = append(dst, '"')
-			dst = AppendTime(dst, at)
-			dst = append(dst, '"')
-		case NameKind:
-			dst = canonjson.AppendQuoted(dst, []byte(kind))
-		case NameRunSeq:
-			off = len(dst) - n
-			if !placeholder {
-				dst = strconv.AppendInt(dst, seq, 10)
-			}
-		default:
-			var err error
-			m := len(dst)
-			if dst, err = canonjson.Append(dst, fields[name]); err != nil {
-				return dst[:m], 0, fmt.Errorf("%w: field %q of a %s event: %w", ErrInvalid, name, kind, err)
-			}
-		}
-	}
-	return append(dst, '}'), off, nil
-}
 
 // decoders reuse jsontext decoders across decodes.
 var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewReader(nil)) }}
@@ -213,56 +113,6 @@ func str(v []byte) (string, bool) {
 	}
 	u, err := jsontext.AppendUnquote(nil, v)
 	return string(u), err == nil
-}
-
-// DecodeEvent reads an event written by AppendEvent (or joined from
-// SplitEvent's pieces). The field values are sub-slices of raw: the caller
-// gives up raw.
-func DecodeEvent(raw []byte) (seq int64, kind runevent.Kind, at time.Time, fields map[string]json.RawMessage, err error) {
-	var hasSeq, hasKind, hasAt bool
-	fields = make(map[string]json.RawMessage, 4)
-	err = members(raw, "event", func(name string, v []byte) error {
-		switch name {
-		case NameRunSeq:
-			seq, err = strconv.ParseInt(string(v), 10, 64)
-			if err != nil || seq < 1 {
-				return fmt.Errorf("%w: event has run_seq %.30s", ErrInvalid, v)
-			}
-			hasSeq = true
-		case NameKind:
-			s, ok := str(v)
-			if !ok || s == "" {
-				return fmt.Errorf("%w: event has kind %.60s", ErrInvalid, v)
-			}
-			kind = runevent.Kind(s)
-			hasKind = true
-		case NameAt:
-			s, ok := str(v)
-			if !ok {
-				return fmt.Errorf("%w: event has at %.60s", ErrInvalid, v)
-			}
-			if at, err = ParseTime(s); err != nil {
-				return err
-			}
-			hasAt = true
-		default:
-			fields[name] = v
-		}
-		return nil
-	})
-	switch {
-	case err != nil:
-	case !hasSeq:
-		err = fmt.Errorf("%w: event has no run_seq", ErrInvalid)
-	case !hasKind:
-		err = fmt.Errorf("%w: event %d has no kind", ErrInvalid, seq)
-	case !hasAt:
-		err = fmt.Errorf("%w: event %d has no at", ErrInvalid, seq)
-	}
-	if err != nil {
-		return 0, "", time.Time{}, nil, err
-	}
-	return seq, kind, at, fields, nil
 }
 
 // ResultID is the identity of a call result, "kind:key": the field of the

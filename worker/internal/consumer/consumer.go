@@ -1,11 +1,17 @@
-// Package consumer owns what the worker's stream consumers share: the
-// slots of one consumer group member (never more entries in flight or
-// parked than slots), the sets of entries in flight and parked, and the
-// stream commands a consumer runs (XREADGROUP, XPENDING, XCLAIM) with the
-// parsing of their replies. The message stream and the runs stream each
-// get one Consumer.
+// Package consumer is the worker's stream consumer: one member of a
+// consumer group on one stream and its loop (Run), used for both of the
+// worker's streams. The loop reads its own pending entries first, then new
+// ones, never holding more entries than slots (an entry left pending keeps
+// its slot, parked, until it is claimed again or found gone elsewhere),
+// claims the group's entries idle past their backoff, and dead-letters
+// what keeps failing. A Handler returns a Verdict (acked, retry, dead
+// letter); what differs between the streams (the backoff, how failures
+// are counted, what a dead letter records, what keeps entries in flight
+// alive) is the Policy a Consumer is given. The stream commands it runs
+// (XREADGROUP, XPENDING, XCLAIM) and the parsing of their replies are
+// here too.
 //
-// It imports only valkey-go and the standard library: nothing of the
+// It imports only valkey-go, zap and the standard library: nothing of the
 // project, so that the worker's parts can share it without cycles.
 package consumer
 
@@ -18,33 +24,61 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
+	"go.uber.org/zap"
 )
 
 // Config names the stream and the consumer group member a Consumer reads
-// as, and how many entries it may hold.
+// as, how many entries it may hold, and the Policy its Run follows.
 type Config struct {
 	Stream   string // the stream key
 	Group    string // the consumer group
 	Consumer string // this member's name in the group
 	Slots    int    // the most entries in flight or parked at once (at least 1)
+	// Name names the stream in log lines ("the message stream").
+	Name string
+	// ReadBlock is how long one read of new entries blocks
+	// (DefaultReadBlock when 0), at most a quarter of Policy.ClaimIdle so
+	// that claims are not late.
+	ReadBlock time.Duration
+	// Policy is what Run does with failed entries; Run needs its ClaimIdle.
+	Policy Policy
 }
 
 // Deps are what a Consumer uses.
 type Deps struct {
 	Client valkey.Client
+	// Logger receives Run's warnings (zap.NewNop when nil).
+	Logger *zap.Logger
+	// Go runs each handler on a goroutine of its own (a go statement when
+	// nil), so that the caller can reuse goroutines.
+	Go func(fn func())
+	// Batched, when set, sends one command in the caller's next batch: Run
+	// tries a read of new entries without BLOCK through it before its
+	// blocking read, so that under load the read shares a round trip with
+	// the handlers' commands.
+	Batched func(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult
+	// Events are told what Run did.
+	Events Events
 }
 
 // Consumer is one member of a consumer group on one stream, with its
 // slots and its sets of entries. Its methods are safe for concurrent use.
 type Consumer struct {
-	cfg    Config
-	client valkey.Client
-	slots  chan struct{}
+	cfg     Config
+	client  valkey.Client
+	log     *zap.Logger
+	spawn   func(fn func())
+	batched func(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult
+	events  Events
+	slots   chan struct{}
+	nslots  int
 
-	// Active holds the entries being handled here (value: acked); Parked
-	// those left pending here after a failed handling, each keeping its
-	// slot until it is claimed again or found gone to another consumer.
+	// Active holds the entries being handled here; Parked those left
+	// pending here after a failed handling, each keeping its slot until
+	// it is claimed again or found gone to another consumer.
 	Active, Parked Set
+
+	inflight sync.WaitGroup // the handlers Run started
 }
 
 // New returns the Consumer cfg describes.
@@ -55,7 +89,23 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 	if deps.Client == nil {
 		return nil, errors.New("consumer: a Valkey client is required")
 	}
-	return &Consumer{cfg: cfg, client: deps.Client, slots: make(chan struct{}, max(cfg.Slots, 1))}, nil
+	if err := cfg.Policy.check(); err != nil {
+		return nil, err
+	}
+	if cfg.Name == "" {
+		cfg.Name = cfg.Stream
+	}
+	log := deps.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	spawn := deps.Go
+	if spawn == nil {
+		spawn = func(fn func()) { go fn() }
+	}
+	n := max(cfg.Slots, 1)
+	return &Consumer{cfg: cfg, client: deps.Client, log: log, spawn: spawn, batched: deps.Batched, events: deps.Events,
+		slots: make(chan struct{}, n), nslots: n}, nil
 }
 
 // Config returns the consumer's configuration.
@@ -203,24 +253,36 @@ func (c *Consumer) StillMine(ctx context.Context, id string) bool {
 // pending to this member: another worker claimed them, or they were
 // deleted.
 func (c *Consumer) Reconcile(ctx context.Context) error {
+	_, err := c.reconcile(ctx)
+	return err
+}
+
+// reconcile is Reconcile, returning the pending rows of the parked entries
+// still pending to this member.
+func (c *Consumer) reconcile(ctx context.Context) ([]PendingEntry, error) {
 	ids := c.Parked.List()
 	if len(ids) == 0 {
-		return nil
+		return nil, nil
 	}
 	cmds := make(valkey.Commands, len(ids))
 	for i, id := range ids {
 		cmds[i] = c.client.B().Xpending().Key(c.cfg.Stream).Group(c.cfg.Group).Start(id).End(id).Count(1).Build()
 	}
+	var mine []PendingEntry
 	for i, r := range c.client.DoMulti(ctx, cmds...) {
 		rows, err := r.ToArray()
 		if err != nil {
-			return fmt.Errorf("XPENDING %s %s: %w", c.cfg.Stream, ids[i], err)
+			return mine, fmt.Errorf("XPENDING %s %s: %w", c.cfg.Stream, ids[i], err)
 		}
-		if PendingOwner(rows) != c.cfg.Consumer && c.Parked.Remove(ids[i]) {
+		if p := ParsePending(rows); len(p) == 1 && p[0].Consumer == c.cfg.Consumer {
+			mine = append(mine, p[0])
+			continue
+		}
+		if c.Parked.Remove(ids[i]) {
 			c.Release()
 		}
 	}
-	return nil
+	return mine, nil
 }
 
 // Park moves entry id from Active to Parked, keeping its slot: parked
@@ -289,11 +351,11 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// Set is a set of entry (or run) ids, each with a flag: whether it was
-// acked. The zero Set is empty and ready to use.
+// Set is a set of entry (or run) ids. The zero Set is empty and ready to
+// use; it is safe for concurrent use.
 type Set struct {
 	mu  sync.Mutex
-	ids map[string]bool
+	ids map[string]struct{}
 }
 
 // Add adds id and reports whether it was not there yet.
@@ -301,12 +363,12 @@ func (s *Set) Add(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ids == nil {
-		s.ids = map[string]bool{}
+		s.ids = map[string]struct{}{}
 	}
 	if _, ok := s.ids[id]; ok {
 		return false
 	}
-	s.ids[id] = false
+	s.ids[id] = struct{}{}
 	return true
 }
 
@@ -325,22 +387,6 @@ func (s *Set) Has(id string) bool {
 	defer s.mu.Unlock()
 	_, ok := s.ids[id]
 	return ok
-}
-
-// Acked notes that id, if it is in the set, was acked.
-func (s *Set) Acked(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.ids[id]; ok {
-		s.ids[id] = true
-	}
-}
-
-// WasAcked reports whether Acked was called for id since it was added.
-func (s *Set) WasAcked(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ids[id]
 }
 
 // List returns the ids in the set, in no order.

@@ -1,18 +1,9 @@
-package worker
+package envelope
 
 import (
-	"encoding/json"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/pyrula/caseworker/messages"
 )
-
-// peeked are the envelope members that decide the type label of a message
-// before it is handled (see entryTypeLabel).
-type peeked struct {
-	MessageID, Type, ReplyTo string
-}
 
 // The results of peekEnvelope.
 const (
@@ -39,8 +30,8 @@ const maxPeekDepth = 1000
 // unset, a top-level value other than an object sets none), without
 // allocating: counting a received message must cost the read loop almost
 // nothing.
-func peekEnvelope(raw string) (peeked, int) {
-	p := peekScanner{s: raw}
+func peekEnvelope(raw string) (Header, int) {
+	p := scanner{s: raw}
 	env, res := p.envelope()
 	if p.deep {
 		return env, peekUnsure
@@ -48,9 +39,9 @@ func peekEnvelope(raw string) (peeked, int) {
 	return env, res
 }
 
-// envelope is peekEnvelope's scan.
-func (p *peekScanner) envelope() (peeked, int) {
-	var env peeked
+// envelope is the scan of peekEnvelope and Parse.
+func (p *scanner) envelope() (Header, int) {
+	var env Header
 	p.ws()
 	if !p.more() || p.s[p.i] != '{' {
 		// Not an object: encoding/json fails or (null) sets nothing.
@@ -166,8 +157,8 @@ func ascii(s string) bool {
 	return true
 }
 
-// peekScanner is a validating JSON scanner over s from i.
-type peekScanner struct {
+// scanner is a validating JSON scanner over s from i.
+type scanner struct {
 	s      string
 	i      int
 	unsure bool // the scan found something encoding/json must decide
@@ -177,30 +168,11 @@ type peekScanner struct {
 	hasBody bool
 }
 
-// parseEnvelope decodes raw into an envelope with the result (and the error
-// text) json.Unmarshal gives, using the scan when it decides alone: the
-// envelope is then read once, by the scan that validates it, instead of a
-// second time by encoding/json's reflection.
-func parseEnvelope(raw string) (messages.Envelope, error) {
-	p := peekScanner{s: raw}
-	pk, res := p.envelope()
-	if res == peekOK && !p.deep {
-		env := messages.Envelope{MessageID: pk.MessageID, Type: messages.MessageType(pk.Type), ReplyTo: pk.ReplyTo}
-		if p.hasBody {
-			env.Body = json.RawMessage(p.body)
-		}
-		return env, nil
-	}
-	var env messages.Envelope
-	err := json.Unmarshal([]byte(raw), &env)
-	return env, err
-}
-
-func (p *peekScanner) more() bool { return p.i < len(p.s) }
+func (p *scanner) more() bool { return p.i < len(p.s) }
 
 // result is peekOK, or peekUnsure when the scan was unsure, given that the
 // input is valid so far (ok).
-func (p *peekScanner) result(ok bool) int {
+func (p *scanner) result(ok bool) int {
 	switch {
 	case !ok:
 		return peekInvalid
@@ -211,7 +183,7 @@ func (p *peekScanner) result(ok bool) int {
 }
 
 // ws skips JSON whitespace.
-func (p *peekScanner) ws() {
+func (p *scanner) ws() {
 	for p.i < len(p.s) {
 		switch p.s[p.i] {
 		case ' ', '\t', '\n', '\r':
@@ -223,14 +195,14 @@ func (p *peekScanner) ws() {
 }
 
 // end skips trailing whitespace and reports whether the input ends there.
-func (p *peekScanner) end() bool {
+func (p *scanner) end() bool {
 	p.ws()
 	return p.i == len(p.s)
 }
 
 // str scans a string at i, returning its contents between the quotes
 // (escapes left as they are, and reported).
-func (p *peekScanner) str() (v string, escaped, ok bool) {
+func (p *scanner) str() (v string, escaped, ok bool) {
 	if !p.more() || p.s[p.i] != '"' {
 		return "", false, false
 	}
@@ -279,7 +251,7 @@ func isHex(c byte) bool {
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 // value scans one JSON value at i (after whitespace), depth levels deep.
-func (p *peekScanner) value(depth int) bool {
+func (p *scanner) value(depth int) bool {
 	if depth > maxPeekDepth {
 		p.deep = true
 		return false
@@ -309,7 +281,7 @@ func (p *peekScanner) value(depth int) bool {
 }
 
 // container scans an object (keyed) or an array ending in closer.
-func (p *peekScanner) container(depth int, closer byte, keyed bool) bool {
+func (p *scanner) container(depth int, closer byte, keyed bool) bool {
 	p.i++
 	p.ws()
 	if p.more() && p.s[p.i] == closer {
@@ -346,7 +318,7 @@ func (p *peekScanner) container(depth int, closer byte, keyed bool) bool {
 	}
 }
 
-func (p *peekScanner) lit(word string) bool {
+func (p *scanner) lit(word string) bool {
 	if !strings.HasPrefix(p.s[p.i:], word) {
 		return false
 	}
@@ -355,7 +327,7 @@ func (p *peekScanner) lit(word string) bool {
 }
 
 // number scans -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func (p *peekScanner) number() bool {
+func (p *scanner) number() bool {
 	if p.s[p.i] == '-' {
 		p.i++
 	}

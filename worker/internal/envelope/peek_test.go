@@ -1,4 +1,4 @@
-package worker
+package envelope
 
 import (
 	"bytes"
@@ -6,28 +6,29 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/valkey-io/valkey-go"
-
 	"github.com/pyrula/caseworker/messages"
 )
 
-// decodeEnvelope is what decide does with an entry's message.
-func decodeEnvelope(raw string) (peeked, bool) {
+// decodeEnvelope is encoding/json's decoding of an envelope, the result
+// the scan must give.
+func decodeEnvelope(raw string) (Header, bool) {
 	var env messages.Envelope
 	if err := json.Unmarshal([]byte(raw), &env); err != nil {
-		return peeked{}, false
+		return Header{}, false
 	}
-	return peeked{MessageID: env.MessageID, Type: string(env.Type), ReplyTo: env.ReplyTo}, true
+	return Header{MessageID: env.MessageID, Type: string(env.Type), ReplyTo: env.ReplyTo}, true
 }
 
 // checkPeek fails when peekEnvelope claims a result encoding/json does
-// not give.
+// not give, or when Parse or PeekHeader differs from encoding/json.
 func checkPeek(t *testing.T, raw string) int {
 	t.Helper()
 	checkParse(t, raw)
 	got, res := peekEnvelope(raw)
 	want, ok := decodeEnvelope(raw)
+	if h, hok := PeekHeader(raw); hok != ok || h != want {
+		t.Fatalf("PeekHeader %q = %+v, %v; encoding/json: %+v, %v", raw, h, hok, want, ok)
+	}
 	switch res {
 	case peekOK:
 		if !ok || got != want {
@@ -44,19 +45,19 @@ func checkPeek(t *testing.T, raw string) int {
 	return res
 }
 
-// checkParse fails when parseEnvelope's result or error differs from
+// checkParse fails when Parse's result or error differs from
 // json.Unmarshal's.
 func checkParse(t *testing.T, raw string) {
 	t.Helper()
-	got, gotErr := parseEnvelope(raw)
+	got, gotErr := Parse(raw)
 	var want messages.Envelope
 	wantErr := json.Unmarshal([]byte(raw), &want)
 	if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
-		t.Fatalf("parseEnvelope %q: error %v; encoding/json: %v", raw, gotErr, wantErr)
+		t.Fatalf("Parse %q: error %v; encoding/json: %v", raw, gotErr, wantErr)
 	}
 	if got.MessageID != want.MessageID || got.Type != want.Type || got.ReplyTo != want.ReplyTo ||
 		!bytes.Equal(got.Body, want.Body) || (got.Body == nil) != (want.Body == nil) {
-		t.Fatalf("parseEnvelope %q = %+v (body %q); encoding/json: %+v (body %q)", raw, got, got.Body, want, want.Body)
+		t.Fatalf("Parse %q = %+v (body %q); encoding/json: %+v (body %q)", raw, got, got.Body, want, want.Body)
 	}
 }
 
@@ -112,7 +113,8 @@ func TestPeekEnvelope(t *testing.T) {
 }
 
 // FuzzPeekEnvelope: whatever the input, the scan never claims a result
-// that encoding/json (decide) does not give.
+// that encoding/json does not give, and Parse and PeekHeader give what
+// encoding/json gives.
 func FuzzPeekEnvelope(f *testing.F) {
 	for _, c := range peekCases {
 		if len(c.raw) < 1000 {
@@ -120,43 +122,4 @@ func FuzzPeekEnvelope(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, raw string) { checkPeek(t, raw) })
-}
-
-// BenchmarkTook is the cost that counting a received message adds to its
-// handling: the scan of a typical message and the counter.
-func BenchmarkTook(b *testing.B) {
-	m, err := newMetrics(prometheus.NewRegistry())
-	if err != nil {
-		b.Fatal(err)
-	}
-	w := &Worker{metrics: m, cfg: Config{MaxMessageBytes: 1 << 20, CaseStream: "pyrula:case-messages"}}
-	e := valkey.XRangeEntry{ID: "1-0", FieldValues: map[string]string{messages.MessageField: `{"message_id":"bench-000123","type":"delete_case_bundle","body":{"fixture_hash":"` + strings.Repeat("0", 64) + `"}}`}}
-	b.ReportAllocs()
-	for b.Loop() {
-		w.took(e, 1)
-	}
-}
-
-// BenchmarkTookJSON is BenchmarkTook's anchor: the same count with the
-// envelope decoded by encoding/json instead of the scan.
-func BenchmarkTookJSON(b *testing.B) {
-	m, err := newMetrics(prometheus.NewRegistry())
-	if err != nil {
-		b.Fatal(err)
-	}
-	caseStream := "pyrula:case-messages"
-	raw := `{"message_id":"bench-000123","type":"delete_case_bundle","body":{"fixture_hash":"` + strings.Repeat("0", 64) + `"}}`
-	b.ReportAllocs()
-	for b.Loop() {
-		var env struct {
-			MessageID string `json:"message_id"`
-			Type      string `json:"type"`
-			ReplyTo   string `json:"reply_to"`
-		}
-		label := "unknown"
-		if json.Unmarshal([]byte(raw), &env) == nil && env.ReplyTo != caseStream && checkMessageID(env.MessageID) == nil {
-			label = typeLabel(env.Type)
-		}
-		m.received.WithLabelValues(label).Inc()
-	}
 }

@@ -1,4 +1,4 @@
-package worker
+package envelope
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 )
 
 // checkCanon fails when canonicalJSON accepts input that canonicalize
-// (hashBody's slow path) would change.
+// (HashBody's slow path) would change.
 func checkCanon(t *testing.T, raw string) bool {
 	t.Helper()
 	ok := canonicalJSON([]byte(raw))
@@ -62,7 +62,7 @@ func TestCanonicalJSON(t *testing.T) {
 }
 
 // FuzzCanonicalJSON: whatever the input, canonicalJSON never accepts what
-// hashBody's slow path would encode differently.
+// HashBody's slow path would encode differently.
 func FuzzCanonicalJSON(f *testing.F) {
 	for _, c := range canonCases {
 		f.Add(c.raw)
@@ -70,12 +70,12 @@ func FuzzCanonicalJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw string) { checkCanon(t, raw) })
 }
 
-// BenchmarkHashBody is hashBody of a typical delete_case_bundle body.
+// BenchmarkHashBody is HashBody of a typical delete_case_bundle body.
 func BenchmarkHashBody(b *testing.B) {
 	env := messagesEnvelope(`{"fixture_hash":"` + strings.Repeat("0", 64) + `"}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := hashBody(env); err != nil {
+		if _, err := HashBody(env); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,12 +1,12 @@
-package worker
+package envelope
 
 import "bytes"
 
 // maxCanonDepth is the nesting canonicalJSON decides; deeper input takes
-// hashBody's slow path.
+// HashBody's slow path.
 const maxCanonDepth = 64
 
-// canonicalJSON reports whether b is already the canonical JSON hashBody
+// canonicalJSON reports whether b is already the canonical JSON HashBody
 // hashes, that is exactly what decoding b (UseNumber) into an any and
 // json.Marshal give: no whitespace, object keys in strictly increasing
 // byte order (no duplicates), strings of printable ASCII without escapes
