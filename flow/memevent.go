@@ -27,15 +27,16 @@ func cloneEvent(ev Event) Event {
 // memEvent is one stored event, as Append was given it (with its run_seq),
 // in the smaller of two forms (a long run holds millions): full, when set,
 // is the event; else the event is a call:start without wait or tool, a
-// call:done, or an event of a kind without fields of its own (case:call,
-// run:submitted, …), held in the fields below.
+// call:done, a case:call, or an event of a kind without fields of its own
+// (run:submitted, …), held in the fields below.
 type memEvent struct {
 	runSeq int64
 	kind   EventKind
 	at     time.Time
 	call   *CallRef
 	input  json.RawMessage // call:start
-	prov   string          // call:done
+	prov   string          // call:done, case:call
+	seq    int64           // case:call
 	extra  map[string]json.RawMessage
 	full   *Event
 }
@@ -46,7 +47,8 @@ func compact(ev *Event, seq int64) memEvent {
 	// Only the fields the compact form holds may be set; a member the event
 	// lacks (Event.Lacks, of an event decoded from JSON) is zero in its field.
 	others := len(ev.Inputs) != 0 || ev.CodeVersion != "" || !ev.WakeAt.IsZero() || ev.Tool != "" ||
-		len(ev.Result) != 0 || ev.Code != "" || ev.Message != "" || ev.StopKey != "" || ev.StopToken != ""
+		len(ev.Result) != 0 || ev.Code != "" || ev.Message != "" || ev.StopKey != "" || ev.StopToken != "" ||
+		ev.CallSeq != 0 && ev.Kind != EventCaseCall
 	switch ev.Kind {
 	case EventCallStart:
 		if others || ev.Provenance != "" || ev.Call == nil && ev.Lacks("call") || ev.Input == nil && ev.Lacks("input") {
@@ -59,6 +61,12 @@ func compact(ev *Event, seq int64) memEvent {
 			break
 		}
 		me.prov = ev.Provenance
+		return me
+	case EventCaseCall:
+		if others || len(ev.Input) != 0 || ev.Lacks("call") || ev.Lacks("seq") {
+			break
+		}
+		me.prov, me.seq = ev.Provenance, ev.CallSeq
 		return me
 	case EventRunStart, EventRunComplete, EventRunError:
 	default:
@@ -77,7 +85,7 @@ func (me *memEvent) value() Event {
 		return *me.full
 	}
 	return Event{RunSeq: me.runSeq, Kind: me.kind, At: me.at, Call: me.call, Input: me.input,
-		Provenance: me.prov, Extra: me.extra}
+		Provenance: me.prov, CallSeq: me.seq, Extra: me.extra}
 }
 
 // chunked is a list kept in chunks that never move once written, so that

@@ -527,29 +527,28 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 	if req, ok := s.input.(ModelRequest); ok && s.kind == KindModel {
 		c.Model = &req
 	}
-	id := c.ID()
 	if ferr != nil {
-		return r.stopLocked(&StopError{Code: messages.RuntimeError, Message: fmt.Sprintf("call %s: %v", id, ferr), StopKey: id})
+		return r.stopLocked(&StopError{Code: messages.RuntimeError, Message: fmt.Sprintf("call %s: %v", c.ID(), ferr), StopKey: c.ID()})
 	}
 	// Keys from a counter are unique by construction; only fixed keys
 	// (tool-use and gather ids) can repeat.
 	if s.key != "" {
-		if r.seen[id] {
+		if r.seen[c.ID()] {
 			return r.stopLocked(&StopError{Code: messages.RuntimeError,
-				Message: fmt.Sprintf("call %s made twice in one run (tool-use and gather ids must be unique)", id), StopKey: id})
+				Message: fmt.Sprintf("call %s made twice in one run (tool-use and gather ids must be unique)", c.ID()), StopKey: c.ID()})
 		}
-		r.seen[id] = true
+		r.seen[c.ID()] = true
 	}
 
 	// 1. The run's own journal.
 	var inflight *recordedCall
 	if c.Seq < len(r.calls) {
 		rec := &r.calls[c.Seq]
-		if rec.ref.ID() != id || rec.ref.Fingerprint != fp {
+		if rec.ref.Kind != c.Kind || rec.ref.Key != c.Key || rec.ref.Fingerprint != fp {
 			return r.stopLocked(divergence(c, rec.ref))
 		}
 		r.pos++
-		if res, ok := r.results[id]; ok {
+		if res, ok := r.results[c.ID()]; ok {
 			return r.deliverRecorded(c, res, decode)
 		}
 		inflight = rec
@@ -563,19 +562,19 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 		if ctx.Err() != nil {
 			return r.abandonLocked(ctx)
 		}
-		return r.stopLocked(&StopError{Code: messages.RuntimeError, Message: fmt.Sprintf("resolve %s: %v", id, err), StopKey: id})
+		return r.stopLocked(&StopError{Code: messages.RuntimeError, Message: fmt.Sprintf("resolve %s: %v", c.ID(), err), StopKey: c.ID()})
 	}
 	var answer json.RawMessage
 	switch res.Action {
 	case ActLive:
 	case ActStop:
-		stop := Stopf(messages.RuntimeError, "the resolver stopped call %s without a reason", id)
+		stop := Stopf(messages.RuntimeError, "the resolver stopped call %s without a reason", c.ID())
 		if res.Stop != nil {
 			cp := *res.Stop
 			stop = &cp
 		}
 		if stop.StopKey == "" {
-			stop.StopKey = id
+			stop.StopKey = c.ID()
 		}
 		return r.stopLocked(stop)
 	case ActAnswer:
@@ -583,11 +582,11 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 			answer, err = checkAnswer(s.kind, res.Result, res.Canonical, decode)
 			if err != nil {
 				return r.stopLocked(&StopError{Code: messages.MissingContext,
-					Message: fmt.Sprintf("the answer for %s has the wrong shape: %v", id, err), StopKey: id})
+					Message: fmt.Sprintf("the answer for %s has the wrong shape: %v", c.ID(), err), StopKey: c.ID()})
 			}
 		}
 	default:
-		return r.stopLocked(&StopError{Code: messages.RuntimeError, Message: fmt.Sprintf("resolve %s: unknown action %v", id, res.Action), StopKey: id})
+		return r.stopLocked(&StopError{Code: messages.RuntimeError, Message: fmt.Sprintf("resolve %s: unknown action %v", c.ID(), res.Action), StopKey: c.ID()})
 	}
 
 	// 3. call:start, unless the journal has it.
@@ -634,22 +633,22 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 					return r.abandonLocked(ctx)
 				}
 				return r.stopLocked(&StopError{Code: messages.RuntimeError,
-					Message: fmt.Sprintf("the result of %s does not encode as JSON: %v", id, merr), StopKey: id})
+					Message: fmt.Sprintf("the result of %s does not encode as JSON: %v", c.ID(), merr), StopKey: c.ID()})
 			}
 			result = raw
 		case ctx.Err() != nil:
 			return r.abandonLocked(ctx)
 		case errors.Is(err, ErrSuspended):
-			r.suspendedAt = id
-			return fmt.Errorf("%w: waiting on %s", ErrSuspended, id)
+			r.suspendedAt = c.ID()
+			return fmt.Errorf("%w: waiting on %s", ErrSuspended, c.ID())
 		case errors.As(err, &stop):
 			cp := *stop
 			if cp.StopKey == "" {
-				cp.StopKey = id
+				cp.StopKey = c.ID()
 			}
 			return r.stopLocked(&cp)
 		case errors.As(err, &op):
-			r.fatal = fmt.Errorf("flow: run %s: %s: %w", r.id, id, op.err)
+			r.fatal = fmt.Errorf("flow: run %s: %s: %w", r.id, c.ID(), op.err)
 			return r.fatal
 		default:
 			cerr = toCallError(err)
@@ -693,7 +692,7 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 	if res.Action == ActLive {
 		if err := decode(result); err != nil {
 			return r.stopLocked(&StopError{Code: messages.RuntimeError,
-				Message: fmt.Sprintf("the result of %s does not decode: %v", id, err), StopKey: id})
+				Message: fmt.Sprintf("the result of %s does not decode: %v", c.ID(), err), StopKey: c.ID()})
 		}
 	}
 	return nil
