@@ -127,6 +127,10 @@ func decompressAll(blob []byte, limit int64) ([]byte, error) {
 // path does and uses src itself as the canonical buffer. ok is false on
 // anything unexpected, including every error: the general path then gives
 // the verdict.
+// hashAsideFrom is the input size from which the fast path hashes on a
+// second goroutine (below it, starting one costs more than it saves).
+const hashAsideFrom = 256 << 10
+
 func readCanonicalFast(src []byte, opts Options) (c *Canonical, ok bool) {
 	maxCanonical := opts.maxCanonical()
 	if int64(len(src)) > maxCanonical {
@@ -141,6 +145,13 @@ func readCanonicalFast(src []byte, opts Options) (c *Canonical, ok bool) {
 		maxCanonical: maxCanonical,
 		topSeen:      map[string]bool{"history": true, "manifest": true, "results": true},
 		manifest:     map[string][]byte{},
+	}
+	if len(src) >= hashAsideFrom {
+		// Accepted, src is the canonical bytes as they are: hash them on a
+		// second core while they are checked (finish takes the result).
+		sum := make(chan Hash, 1)
+		go func() { sum <- HashBytes(src) }()
+		r.srcHash = sum
 	}
 	r.histStart = s.Pos()
 	var hv historyVisitor

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/pyrula/caseworker/bundle/bundletest"
 )
 
 var fastGolden = []string{"workflow", "agent", "inputs_only"}
@@ -77,4 +79,22 @@ func FuzzReadFast(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestReadFastHashesAside: a canonical input large enough to be hashed on a
+// second goroutine gets the hash the general path gives, and the fast path
+// took it.
+func TestReadFastHashesAside(t *testing.T) {
+	g, err := Read(bytes.NewReader(bundletest.Generate(2*hashAsideFrom, 3)), Options{general: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	canon := g.Bytes()
+	if len(canon) < hashAsideFrom {
+		t.Fatalf("the test bundle is %d bytes, under %d", len(canon), hashAsideFrom)
+	}
+	fast, ok := readCanonicalFast(canon, Options{})
+	if !ok || fast.Hash() != g.Hash() || fast.Hash() != HashBytes(canon) {
+		t.Fatalf("fast path: ok %v, hash %s, want %s", ok, fast.Hash(), g.Hash())
+	}
 }

@@ -314,9 +314,12 @@ type reader struct {
 	// pipe, while not nil, hashes and compresses the canonical bytes as
 	// they are finished: sent is how far into buf it has been given,
 	// stage which top-level key comes next in canonical order.
-	pipe  *pipeline
-	sent  int
-	stage int
+	pipe *pipeline
+	// srcHash, when set, gives the hash of buf as it was read: the fast
+	// path's input is the canonical bytes themselves.
+	srcHash <-chan Hash
+	sent    int
+	stage   int
 }
 
 // canonicalTop is the order of top-level keys in canonical bytes, with what
@@ -694,6 +697,8 @@ func (r *reader) finish() (*Canonical, error) {
 			return nil, fmt.Errorf("bundle: compress: %w", p.err)
 		}
 		c.hash, c.blob = p.hash, p.blob.Bytes()
+	} else if r.srcHash != nil {
+		c.hash = <-r.srcHash // the input, hashed while it was read
 	} else {
 		h := newHasher()
 		for s := range c.segments() {
