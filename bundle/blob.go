@@ -137,22 +137,33 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 	}
 	switch {
 	case err == io.EOF:
-		got := v.h.Sum()
-		if subtle.ConstantTimeCompare([]byte(got), []byte(v.want)) != 1 {
-			v.err = messages.Errorf(messages.BundleCorrupt, "bundle %s: stored bytes hash to %s (re-export it)", v.want.Short(), got.Short())
+		v.err = v.end(nil)
+		if v.err != io.EOF {
 			return n, v.err
 		}
-		v.err = io.EOF
 	case err != nil:
-		var re *readError
-		if errors.As(err, &re) {
-			v.err = fmt.Errorf("bundle %s: read: %w", v.want.Short(), re.err)
-		} else {
-			v.err = messages.Errorf(messages.BundleCorrupt, "bundle %s does not decompress: %w", v.want.Short(), err)
-		}
+		v.err = v.end(err)
 		return n, v.err
 	}
 	return n, nil
+}
+
+// end is the verdict at the end of the stream, when the decoder stopped
+// with err (nil at the end of the frame): io.EOF when the bytes hash to
+// the bundle's name, else bundle_corrupt, or the blob's own read error.
+func (v *verifyingReader) end(err error) error {
+	if err == nil {
+		got := v.h.Sum()
+		if subtle.ConstantTimeCompare([]byte(got), []byte(v.want)) != 1 {
+			return messages.Errorf(messages.BundleCorrupt, "bundle %s: stored bytes hash to %s (re-export it)", v.want.Short(), got.Short())
+		}
+		return io.EOF
+	}
+	var re *readError
+	if errors.As(err, &re) {
+		return fmt.Errorf("bundle %s: read: %w", v.want.Short(), re.err)
+	}
+	return messages.Errorf(messages.BundleCorrupt, "bundle %s does not decompress: %w", v.want.Short(), err)
 }
 
 // WriteTo implements io.WriterTo: the decoder writes each decompressed block
@@ -175,27 +186,15 @@ func (v *verifyingReader) WriteTo(w io.Writer) (int64, error) {
 	}
 	tw := &verifyingWriter{v: v, w: w}
 	n, err := v.dec.WriteTo(tw)
-	switch {
-	case tw.err != nil:
+	if tw.err != nil {
 		v.err = tw.err
 		return n, tw.err
-	case err == nil:
-		got := v.h.Sum()
-		if subtle.ConstantTimeCompare([]byte(got), []byte(v.want)) != 1 {
-			v.err = messages.Errorf(messages.BundleCorrupt, "bundle %s: stored bytes hash to %s (re-export it)", v.want.Short(), got.Short())
-			return n, v.err
-		}
-		v.err = io.EOF
-		return n, nil
-	default:
-		var re *readError
-		if errors.As(err, &re) {
-			v.err = fmt.Errorf("bundle %s: read: %w", v.want.Short(), re.err)
-		} else {
-			v.err = messages.Errorf(messages.BundleCorrupt, "bundle %s does not decompress: %w", v.want.Short(), err)
-		}
-		return n, v.err
 	}
+	v.err = v.end(err)
+	if v.err == io.EOF {
+		return n, nil
+	}
+	return n, v.err
 }
 
 // verifyingWriter is what the decoder writes to in WriteTo: it counts
