@@ -1,9 +1,7 @@
 package bench_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -29,152 +27,48 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
-	"github.com/pyrula/caseworker/replay"
+	"github.com/pyrula/caseworker/replay/replaytest"
 )
 
 var flagCaseCalls = flag.String("case-calls", "1000,10000", "comma-separated numbers of calls of the recorded workflow that BenchmarkCaseRunVsTemporal replays")
 
 // caseTarget is a workflow of N read calls, fetch:0 … fetch:N-1, on both
-// sides: a caseworker workflow of flow.Step calls and a Temporal workflow
-// of activities, both registered under this name.
-const caseTarget = "bench_fetch_loop"
+// sides: replaytest's caseworker workflow of flow.Step calls (the one the
+// replay package's benchmarks replay) and a Temporal workflow of
+// activities, both registered under this name, with the same inputs and
+// results.
+const caseTarget = replaytest.Target
 
-// fetchQuery is the query string of every call's input.
-const fetchQuery = "select * from orders where id = $1"
+type (
+	fetchIn  = replaytest.FetchIn
+	fetchOut = replaytest.FetchOut
+)
 
-type caseInputs struct {
-	N int `json:"n"`
-}
-
-// fetchIn is the input of every call on both sides.
-type fetchIn struct {
-	ID    int    `json:"id"`
-	Query string `json:"query"`
-}
-
-// fetchOut is the result of every call on both sides.
-type fetchOut struct {
-	ID     int      `json:"id"`
-	Status string   `json:"status"`
-	Total  float64  `json:"total"`
-	Items  []string `json:"items"`
-}
-
-// fetch is the call itself: it runs only while recording; both replays
-// take its result from the recording.
-func fetch(_ context.Context, in fetchIn) (fetchOut, error) {
-	return fetchOut{ID: in.ID, Status: "shipped", Total: float64(in.ID) + 0.5, Items: []string{"a", "b", "c"}}, nil
-}
-
-// caseRegistry, caseBundleFile and replayCase mirror replay's
-// BenchmarkReplayOnly (replay/bench_test.go) with the main module's public
-// API: the registry of caseTarget, a recorded run captured into a bundle
-// file, and one `pyrula case run FILE --replay-only` of it.
+// caseRegistry, caseBundleFile and replayCase are replaytest's: the
+// registry of caseTarget, a recorded run captured into a bundle file, and
+// one `pyrula case run FILE --replay-only` of it.
 func caseRegistry(tb testing.TB) *flow.Registry {
 	tb.Helper()
-	reg := flow.NewRegistry()
-	err := flow.RegisterWorkflow(reg, flow.Workflow[caseInputs, int]{
-		Name: caseTarget, CodeVersion: "bench/v1", Defaults: caseInputs{N: 0},
-		Steps: []flow.Decl{flow.DeclareStep("fetch", flow.Read)},
-		Run: func(ctx context.Context, in caseInputs) (int, error) {
-			sum := 0
-			for i := range in.N {
-				out, err := flow.Step(ctx, "fetch", fetchIn{ID: i, Query: fetchQuery}, fetch, flow.WithEffect(flow.Read))
-				if err != nil {
-					return 0, err
-				}
-				sum += out.ID
-			}
-			return sum, nil
-		},
-	})
+	reg, err := replaytest.Registry()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return reg
 }
 
-// caseBundleFile records one live run of n fetch calls in a MemLog,
-// captures it with fork_after_seq = 1 (only run:start in the history, so
-// every call is post-fork), and writes the bundle's zstd blob to a file in
-// dir.
 func caseBundleFile(tb testing.TB, reg *flow.Registry, dir string, n int) string {
 	tb.Helper()
-	ctx := context.Background()
-	log := flow.NewMemLog()
-	rt, err := flow.NewRuntime(flow.Config{Registry: reg, Log: log})
+	path, err := replaytest.WriteBundle(context.Background(), reg, dir, n)
 	if err != nil {
-		tb.Fatal(err)
-	}
-	inputs := map[string]json.RawMessage{"n": json.RawMessage(strconv.Itoa(n))}
-	out, err := rt.Run(ctx, flow.RunParams{RunID: "rec", Target: caseTarget, Inputs: inputs})
-	if err != nil || out.Status != flow.StatusComplete {
-		tb.Fatalf("record n=%d: %+v %v", n, out, err)
-	}
-	var history []json.RawMessage
-	var recInputs json.RawMessage
-	for _, ev := range log.Events("rec") {
-		raw, err := json.Marshal(ev)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		history = append(history, raw)
-		if ev.Kind == flow.EventRunStart {
-			recInputs = ev.Inputs
-		}
-	}
-	fork := int64(1)
-	info, _ := reg.Lookup(caseTarget)
-	cb, err := bundle.Encode(&bundle.Bundle{
-		Manifest: bundle.Manifest{Format: 1, Kind: bundle.KindWorkflow, TargetName: caseTarget, CodeVersion: "bench/v1",
-			ForkAfterSeq: &fork, Inputs: recInputs, Registration: info.Registration, Source: bundle.Source{RunID: "rec"}},
-		History: history[:fork],
-		Results: log.Results("rec"),
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var blob bytes.Buffer
-	if err := cb.WriteBlob(&blob); err != nil {
-		tb.Fatal(err)
-	}
-	path := filepath.Join(dir, fmt.Sprintf("fetch-%d.case", n))
-	if err := os.WriteFile(path, blob.Bytes(), 0o600); err != nil {
 		tb.Fatal(err)
 	}
 	return path
 }
 
-// replayCase is one `pyrula case run FILE --replay-only`: open the file,
-// read and verify the bundle (decompress, canonicalise, hash), decode it and
-// run it through the engine; every call must be reused and the run
-// complete with nothing unconsumed.
 func replayCase(tb testing.TB, reg *flow.Registry, path string, n int) {
-	ctx := context.Background()
-	f, err := os.Open(path)
-	if err != nil {
+	if err := replaytest.ReplayFile(context.Background(), reg, path, n); err != nil {
 		tb.Fatal(err)
-	}
-	cb, err := bundle.Read(f, bundle.Options{})
-	f.Close()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	bd, err := cb.Decode()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	rep, err := replay.Run(ctx, replay.Params{Bundle: bd, FixtureHash: string(cb.Hash()), Canonical: true, RunID: "case",
-		Registry: reg, Log: flow.NewMemLog(), Options: replay.Options{ReplayOnly: true}})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	o := rep.Outcome
-	if o.Status != flow.StatusComplete || rep.ExitStatus() != 0 || o.Provenance[replay.ProvReused] != n ||
-		len(rep.Calls) != n || o.LiveCalls != 0 || o.PrefixCalls != 0 {
-		tb.Fatalf("n=%d: outcome %+v (calls %d)", n, o, len(rep.Calls))
 	}
 }
 
@@ -190,7 +84,7 @@ func temporalLoop(ctx workflow.Context, n int, activity string) (int, error) {
 	sum := 0
 	for i := range n {
 		var out fetchOut
-		if err := workflow.ExecuteActivity(ctx, activity, fetchIn{ID: i, Query: fetchQuery}).Get(ctx, &out); err != nil {
+		if err := workflow.ExecuteActivity(ctx, activity, fetchIn{ID: i, Query: replaytest.Query}).Get(ctx, &out); err != nil {
 			return 0, err
 		}
 		sum += out.ID
@@ -288,7 +182,7 @@ func temporalHistory(tb testing.TB, n int) *historypb.History {
 		scheduled := h.add(enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, func(e *historypb.HistoryEvent) {
 			e.Attributes = &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{
 				ActivityId: activityID, ActivityType: &commonpb.ActivityType{Name: "fetch"}, TaskQueue: tq, Header: &commonpb.Header{},
-				Input:                  payloads(fetchIn{ID: i, Query: fetchQuery}),
+				Input:                  payloads(fetchIn{ID: i, Query: replaytest.Query}),
 				ScheduleToCloseTimeout: durationpb.New(0), ScheduleToStartTimeout: durationpb.New(0),
 				StartToCloseTimeout: durationpb.New(time.Minute), HeartbeatTimeout: durationpb.New(0),
 				WorkflowTaskCompletedEventId: completed,
@@ -299,7 +193,7 @@ func temporalHistory(tb testing.TB, n int) *historypb.History {
 			e.Attributes = &historypb.HistoryEvent_ActivityTaskStartedEventAttributes{ActivityTaskStartedEventAttributes: &historypb.ActivityTaskStartedEventAttributes{
 				ScheduledEventId: scheduled, Identity: temporalIdentity, RequestId: requestID(scheduled), Attempt: 1}}
 		})
-		out, _ := fetch(context.Background(), fetchIn{ID: i, Query: fetchQuery})
+		out, _ := replaytest.Fetch(context.Background(), fetchIn{ID: i, Query: replaytest.Query})
 		sum += out.ID
 		h.add(enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, func(e *historypb.HistoryEvent) {
 			e.Attributes = &historypb.HistoryEvent_ActivityTaskCompletedEventAttributes{ActivityTaskCompletedEventAttributes: &historypb.ActivityTaskCompletedEventAttributes{

@@ -1,144 +1,40 @@
 package replay_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
-	"github.com/pyrula/caseworker/replay"
+	"github.com/pyrula/caseworker/replay/replaytest"
 )
 
-// benchTarget is a workflow of N read steps: fetch:0 … fetch:N-1.
-const benchTarget = "bench_fetch_loop"
-
-type benchInputs struct {
-	N int `json:"n"`
-}
-
-type fetchIn struct {
-	ID    int    `json:"id"`
-	Query string `json:"query"`
-}
-
-type fetchOut struct {
-	ID     int      `json:"id"`
-	Status string   `json:"status"`
-	Total  float64  `json:"total"`
-	Items  []string `json:"items"`
-}
-
+// benchRegistry, benchBundleFile and replayFile are replaytest's recorded
+// workflow of N read steps (the Temporal anchor in bench/ replays the same).
 func benchRegistry(b *testing.B) *flow.Registry {
 	b.Helper()
-	reg := flow.NewRegistry()
-	err := flow.RegisterWorkflow(reg, flow.Workflow[benchInputs, int]{
-		Name: benchTarget, CodeVersion: "bench/v1", Defaults: benchInputs{N: 0},
-		Steps: []flow.Decl{flow.DeclareStep("fetch", flow.Read)},
-		Run: func(ctx context.Context, in benchInputs) (int, error) {
-			sum := 0
-			for i := range in.N {
-				out, err := flow.Step(ctx, "fetch", fetchIn{ID: i, Query: "select * from orders where id = $1"},
-					func(_ context.Context, in fetchIn) (fetchOut, error) {
-						return fetchOut{ID: in.ID, Status: "shipped", Total: float64(in.ID) + 0.5, Items: []string{"a", "b", "c"}}, nil
-					}, flow.WithEffect(flow.Read))
-				if err != nil {
-					return 0, err
-				}
-				sum += out.ID
-			}
-			return sum, nil
-		},
-	})
+	reg, err := replaytest.Registry()
 	if err != nil {
 		b.Fatal(err)
 	}
 	return reg
 }
 
-// benchBundleFile records one live run of n fetch calls in a MemLog,
-// captures it with fork_after_seq = 1 (only run:start in the history, so
-// every call is post-fork), and writes the bundle's zstd blob to a file.
 func benchBundleFile(b *testing.B, reg *flow.Registry, n int) string {
 	b.Helper()
-	ctx := context.Background()
-	log := flow.NewMemLog()
-	rt, err := flow.NewRuntime(flow.Config{Registry: reg, Log: log})
+	path, err := replaytest.WriteBundle(context.Background(), reg, b.TempDir(), n)
 	if err != nil {
-		b.Fatal(err)
-	}
-	inputs := map[string]json.RawMessage{"n": json.RawMessage(fmt.Sprint(n))}
-	out, err := rt.Run(ctx, flow.RunParams{RunID: "rec", Target: benchTarget, Inputs: inputs})
-	if err != nil || out.Status != flow.StatusComplete {
-		b.Fatalf("record n=%d: %+v %v", n, out, err)
-	}
-	var history []json.RawMessage
-	var recInputs json.RawMessage
-	for _, ev := range log.Events("rec") {
-		raw, err := json.Marshal(ev)
-		if err != nil {
-			b.Fatal(err)
-		}
-		history = append(history, raw)
-		if ev.Kind == flow.EventRunStart {
-			recInputs = ev.Inputs
-		}
-	}
-	fork := int64(1)
-	info, _ := reg.Lookup(benchTarget)
-	cb, err := bundle.Encode(&bundle.Bundle{
-		Manifest: bundle.Manifest{Format: 1, Kind: bundle.KindWorkflow, TargetName: benchTarget, CodeVersion: "bench/v1",
-			ForkAfterSeq: &fork, Inputs: recInputs, Registration: info.Registration, Source: bundle.Source{RunID: "rec"}},
-		History: history[:fork],
-		Results: log.Results("rec"),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	var blob bytes.Buffer
-	if err := cb.WriteBlob(&blob); err != nil {
-		b.Fatal(err)
-	}
-	path := filepath.Join(b.TempDir(), fmt.Sprintf("fetch-%d.case", n))
-	if err := os.WriteFile(path, blob.Bytes(), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	return path
 }
 
-// replayFile is one `pyrula case run FILE --replay-only`: open the file,
-// read and verify the bundle (decompress, canonicalise, hash), decode it and
-// run it through the engine; every call must be reused and the run
-// complete with nothing unconsumed.
+// replayFile is one `pyrula case run FILE --replay-only`; every call must
+// be reused and the run complete with nothing unconsumed.
 func replayFile(b *testing.B, reg *flow.Registry, path string, n int) {
-	ctx := context.Background()
-	f, err := os.Open(path)
-	if err != nil {
+	if err := replaytest.ReplayFile(context.Background(), reg, path, n); err != nil {
 		b.Fatal(err)
-	}
-	cb, err := bundle.Read(f, bundle.Options{})
-	f.Close()
-	if err != nil {
-		b.Fatal(err)
-	}
-	bd, err := cb.Decode()
-	if err != nil {
-		b.Fatal(err)
-	}
-	rep, err := replay.Run(ctx, replay.Params{Bundle: bd, FixtureHash: string(cb.Hash()), Canonical: true, RunID: "case",
-		Registry: reg, Log: flow.NewMemLog(), Options: replay.Options{ReplayOnly: true}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	o := rep.Outcome
-	if o.Status != flow.StatusComplete || rep.ExitStatus() != 0 || o.Provenance[replay.ProvReused] != n ||
-		len(rep.Calls) != n || o.LiveCalls != 0 || o.PrefixCalls != 0 {
-		b.Fatalf("n=%d: outcome %+v (calls %d)", n, o, len(rep.Calls))
 	}
 }
 
