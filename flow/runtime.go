@@ -603,8 +603,10 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 	nEvents := 0
 	ref := &CallRef{} // one copy of the identity for both events (a Log may keep it)
 	*ref = c.CallRef
+	var startAt time.Time
 	if inflight == nil {
-		r.events[0] = Event{Kind: EventCallStart, At: r.now(), Call: ref, Input: canon, WakeAt: wakeAt, Tool: s.tool}
+		startAt = r.now()
+		r.events[0] = Event{Kind: EventCallStart, At: startAt, Call: ref, Input: canon, WakeAt: wakeAt, Tool: s.tool}
 		nEvents = 1
 		if res.Action == ActLive {
 			err := r.appendLocked(ctx, ctx, Batch{Events: r.events[:1]})
@@ -667,7 +669,14 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 	} else {
 		record.Result = result
 	}
-	r.events[nEvents] = Event{Kind: EventCallDone, At: r.now(), Call: ref, Provenance: res.Provenance}
+	// An answered call's call:done is written in the same instant as its
+	// call:start (one append, nothing ran between): it shares the clock
+	// reading.
+	doneAt := startAt
+	if res.Action == ActLive || doneAt.IsZero() {
+		doneAt = r.now()
+	}
+	r.events[nEvents] = Event{Kind: EventCallDone, At: doneAt, Call: ref, Provenance: res.Provenance}
 	r.records[0] = record
 	wctx := ctx
 	if res.Action == ActLive {
