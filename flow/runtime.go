@@ -533,11 +533,12 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 	// Keys from a counter are unique by construction; only fixed keys
 	// (tool-use and gather ids) can repeat.
 	if s.key != "" {
-		if r.seen[c.ID()] {
+		id := c.ID()
+		if r.seen[id] {
 			return r.stopLocked(&StopError{Code: messages.RuntimeError,
-				Message: fmt.Sprintf("call %s made twice in one run (tool-use and gather ids must be unique)", c.ID()), StopKey: c.ID()})
+				Message: fmt.Sprintf("call %s made twice in one run (tool-use and gather ids must be unique)", id), StopKey: id})
 		}
-		r.seen[c.ID()] = true
+		r.seen[id] = true
 	}
 
 	// 1. The run's own journal.

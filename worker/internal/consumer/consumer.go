@@ -132,20 +132,6 @@ func (c *Consumer) TryAcquire() bool {
 	}
 }
 
-// AcquireWithin takes one slot, waiting up to d or until ctx is done.
-func (c *Consumer) AcquireWithin(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case c.slots <- struct{}{}:
-		return true
-	case <-t.C:
-		return false
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // AcquireEvery takes one slot, waiting until one is free or ctx is done,
 // and calls idle every d while none is (to free or use the slots of parked
 // entries); it reports whether it took one.
