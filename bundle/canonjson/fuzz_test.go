@@ -20,6 +20,8 @@ import (
 //   - a refusal wraps ErrInvalid;
 //   - an output is valid UTF-8, valid JSON and a fixed point;
 //   - Append(prefix, in) is prefix + Canonicalize(in);
+//   - a Decoder reading in from a stream, a byte or a few bytes at a
+//     time, gives the same verdict and bytes (checkStreamed);
 //   - differential: the result (accept or refuse, and the bytes) equals
 //     refCanonical, an independent slow reference built on encoding/json
 //     and strconv that TestReference* below checks against Python's vectors.
@@ -40,6 +42,7 @@ func FuzzCanonicalize(f *testing.F) {
 		if !bytes.Equal(in, inCopy) {
 			t.Fatalf("Canonicalize modified its input")
 		}
+		checkStreamed(t, in)
 		want, wantOK := refCanonical(in)
 		// A leading byte-order mark: docs/bundle-format.md says it is skipped on an
 		// imported file, which may or may not happen at this level. Accept
