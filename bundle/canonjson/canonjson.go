@@ -125,14 +125,43 @@ func AppendFloat(dst []byte, f float64) []byte {
 	// e is "[-]d[.ddd]e±XX": Python switches to exponent notation when the
 	// decimal exponent is below -4 or at least 16.
 	i := bytes.IndexByte(e, 'e')
-	exp, _ := strconv.Atoi(string(e[i+1:]))
+	exp := 0
+	for _, c := range e[i+2:] {
+		exp = exp*10 + int(c-'0')
+	}
+	if e[i+1] == '-' {
+		exp = -exp
+	}
 	if exp < -4 || exp >= 16 {
 		return append(dst, e...)
 	}
-	start := len(dst)
-	dst = strconv.AppendFloat(dst, f, 'f', -1, 64)
-	if bytes.IndexByte(dst[start:], '.') < 0 {
-		dst = append(dst, '.', '0')
+	// Fixed notation from the same shortest digits: no second conversion.
+	if e[0] == '-' {
+		dst = append(dst, '-')
+		e = e[1:]
+		i--
 	}
-	return dst
+	digits := e[:i]
+	if len(digits) > 1 {
+		// "d.ddd" without its point.
+		var buf [24]byte
+		digits = append(append(buf[:0], e[0]), e[2:i]...)
+	}
+	if exp < 0 {
+		dst = append(dst, '0', '.')
+		for range -exp - 1 {
+			dst = append(dst, '0')
+		}
+		return append(dst, digits...)
+	}
+	if len(digits) <= exp+1 {
+		dst = append(dst, digits...)
+		for range exp + 1 - len(digits) {
+			dst = append(dst, '0')
+		}
+		return append(dst, '.', '0')
+	}
+	dst = append(dst, digits[:exp+1]...)
+	dst = append(dst, '.')
+	return append(dst, digits[exp+1:]...)
 }

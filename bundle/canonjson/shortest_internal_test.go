@@ -1,6 +1,7 @@
 package canonjson
 
 import (
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -58,5 +59,42 @@ func TestShortestFixed(t *testing.T) {
 			s = "-" + s
 		}
 		check(s)
+	}
+}
+
+// AppendFloat builds fixed notation from the digits of the exponent form;
+// this checks it against strconv's own fixed notation on random doubles of
+// every magnitude and on round decimals near the switch points.
+func TestAppendFloatFixed(t *testing.T) {
+	ref := func(f float64) string {
+		e := strconv.FormatFloat(f, 'e', -1, 64)
+		exp, _ := strconv.Atoi(e[strings.IndexByte(e, 'e')+1:])
+		if exp < -4 || exp >= 16 {
+			return e
+		}
+		s := strconv.FormatFloat(f, 'f', -1, 64)
+		if !strings.Contains(s, ".") {
+			s += ".0"
+		}
+		return s
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	check := func(f float64) {
+		if math.IsInf(f, 0) || math.IsNaN(f) || f == 0 {
+			return
+		}
+		if got, want := string(AppendFloat(nil, f)), ref(f); got != want {
+			t.Fatalf("AppendFloat(%v) = %s, want %s", f, got, want)
+		}
+	}
+	for range 300000 {
+		check(math.Float64frombits(rng.Uint64()))
+		check(rng.NormFloat64() * math.Pow(10, float64(rng.IntN(44)-22)))
+	}
+	for exp := -7; exp <= 18; exp++ {
+		for _, m := range []float64{1, 1.5, 9.999999999999998, 123456789.125, 0.1, 7} {
+			check(m * math.Pow(10, float64(exp)))
+			check(-m * math.Pow(10, float64(exp)))
+		}
 	}
 }
