@@ -27,6 +27,10 @@ type Options struct {
 	// general skips the fast path for canonical input (Encode's input is
 	// seldom canonical, and the fast path would hold a second copy of it).
 	general bool
+	// split, when set, makes Read canonicalise long arrays on several
+	// goroutines in runs of about split bytes whatever the bundle's size
+	// (tests of the parallel read use tiny runs).
+	split int
 }
 
 // maxCanonical is the canonical size limit; it never passes 2 GiB, so that

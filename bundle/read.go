@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"iter"
+	"runtime"
 	"slices"
 	"strconv"
 
@@ -228,7 +229,11 @@ func Read(r io.Reader, opts Options) (*Canonical, error) {
 		// and numbers that grow (100000.0 for 1E5).
 		hint = int64(float64(length)*min(in.dense+0.02, 1)) + 4096
 	}
-	c, err := readCanonical(in, opts.maxCanonical(), hint, opts.Compress)
+	split := opts.split
+	if split == 0 && hint >= parallelFrom && runtime.GOMAXPROCS(0) > 1 {
+		split = chunkBytes
+	}
+	c, err := readCanonical(in, opts.maxCanonical(), hint, opts.Compress, split)
 	if err != nil {
 		return nil, classify(err, opts)
 	}
@@ -306,7 +311,7 @@ type reader struct {
 	results          []resultEntry
 	resStart, resEnd int
 	resultsSorted    bool
-	kinds            map[string]string // canonical kind → decoded, interned
+	kinds            kindTable
 
 	maxCanonical int64
 	topSeen      map[string]bool
@@ -320,6 +325,10 @@ type reader struct {
 	srcHash <-chan Hash
 	sent    int
 	stage   int
+
+	// split, when set, is about how many input bytes of a long array's
+	// elements one goroutine canonicalises at a time (readParallel).
+	split int
 }
 
 // canonicalTop is the order of top-level keys in canonical bytes, with what
@@ -388,7 +397,7 @@ type resultFields struct {
 	hasResult, hasError bool
 }
 
-func readCanonical(in io.Reader, maxCanonical, hint int64, compress bool) (*Canonical, error) {
+func readCanonical(in io.Reader, maxCanonical, hint int64, compress bool, split int) (*Canonical, error) {
 	r := &reader{
 		dec:          canonjson.NewDecoder(in),
 		maxCanonical: maxCanonical,
@@ -402,6 +411,7 @@ func readCanonical(in io.Reader, maxCanonical, hint int64, compress bool) (*Cano
 	if compress && hint > smallBlob {
 		r.pipe = startPipeline()
 	}
+	r.split = split
 	defer r.stopStream()
 	if err := r.readTop(); err != nil {
 		return nil, err
@@ -486,7 +496,14 @@ func (r *reader) readArray(what string, element func() error, start, end *int) e
 		return err
 	}
 	*start = len(r.buf)
-	for i := 0; r.dec.PeekKind() != ']'; i++ {
+	i := 0
+	if r.split > 0 {
+		var err error
+		if i, err = r.readParallel(what); err != nil {
+			return err
+		}
+	}
+	for ; r.dec.PeekKind() != ']'; i++ {
 		if i > 0 {
 			r.buf = append(r.buf, ',')
 		}
@@ -560,7 +577,7 @@ func (r *reader) addHistory(start int, v *historyVisitor) {
 }
 
 func (r *reader) readResult() error {
-	v := resultVisitor{r: r}
+	v := resultVisitor{kinds: &r.kinds}
 	start := len(r.buf)
 	var err error
 	r.buf, err = r.dec.AppendObject(r.buf, v.member)
@@ -573,14 +590,14 @@ func (r *reader) readResult() error {
 // resultVisitor collects what validation and sorting need of one result
 // from its members.
 type resultVisitor struct {
-	r *reader
-	f resultFields
+	kinds *kindTable
+	f     resultFields
 }
 
 func (v *resultVisitor) member(name, value []byte) error {
 	switch string(name) {
 	case "kind":
-		v.f.kind, v.f.kindOK = v.r.internKind(value)
+		v.f.kind, v.f.kindOK = v.kinds.intern(value)
 	case "key":
 		v.f.key, v.f.keyOK = stringValue(value)
 	case "fingerprint":
@@ -617,19 +634,23 @@ func (r *reader) addResult(start, end int, f *resultFields) error {
 	return nil
 }
 
-// internKind decodes a result's kind, sharing one string per distinct kind.
-func (r *reader) internKind(v []byte) (string, bool) {
-	if k, ok := r.kinds[string(v)]; ok {
+// kindTable maps a canonical kind to its decoded string, so that the
+// results of one kind share one string.
+type kindTable map[string]string
+
+// intern decodes a result's kind, sharing one string per distinct kind.
+func (t *kindTable) intern(v []byte) (string, bool) {
+	if k, ok := (*t)[string(v)]; ok {
 		return k, true
 	}
 	k, ok := stringValue(v)
 	if !ok {
 		return "", false
 	}
-	if r.kinds == nil {
-		r.kinds = map[string]string{}
+	if *t == nil {
+		*t = kindTable{}
 	}
-	r.kinds[string(v)] = k
+	(*t)[string(v)] = k
 	return k, true
 }
 

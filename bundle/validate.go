@@ -206,7 +206,7 @@ func (r *reader) parseCall(v []byte) (id callID, fp []byte, ok bool) {
 	isObject := eachMember(v, func(name, value []byte) bool {
 		switch string(name) {
 		case `"kind"`:
-			id.kind, kindOK = r.internKind(value)
+			id.kind, kindOK = r.kinds.intern(value)
 		case `"key"`:
 			id.key, keyOK = unquote(value)
 		case `"fingerprint"`:

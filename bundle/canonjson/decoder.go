@@ -870,3 +870,147 @@ func numberSyntax(raw []byte) (intEnd, fracEnd int, ok bool) {
 	}
 	return intEnd, fracEnd, i == len(raw)
 }
+
+// Elements is a run of whole elements of an array, as RawElements copied
+// them from the input: their text as it is (commas and white space
+// included), to be read by a Decoder of their own, on another goroutine.
+type Elements struct {
+	Raw    []byte // the elements' text, from the first's first byte to the last's last
+	Offset int64  // the input offset of Raw[0]
+	N      int    // how many elements Raw holds
+	depth  int    // containers around them
+}
+
+// Decoder returns a Decoder that reads the elements one by one with
+// PeekKind, AppendValue and AppendObject, as the Decoder that copied them
+// would have: the same canonical bytes, and the same errors at the same
+// input offsets.
+func (e Elements) Decoder() *Decoder {
+	d := newBytesDecoder(e.Raw)
+	d.base = e.Offset
+	d.frames = make([]frame, e.depth)
+	d.frames[e.depth-1] = frame{}
+	return d
+}
+
+// RawElements copies from the input whole elements of the array being
+// read (the innermost container ReadDelim opened must be an array) into
+// dst, up to about max bytes of them, checking nothing but where each one
+// ends: it is the splitting step of reading a long array on several
+// goroutines. It returns no elements (N == 0) at the array's end, and
+// whenever it cannot tell an element's end without reading it properly
+// (an element that is not an object or an array, nesting deeper than
+// MaxDepth, input it doubts): the caller then reads on one element at a
+// time.
+func (d *Decoder) RawElements(dst []byte, max int) Elements {
+	none := Elements{Raw: dst[:0]}
+	c, err := d.next()
+	if err != nil || len(d.frames) == 0 || d.frames[len(d.frames)-1].object || (c != '{' && c != '[') {
+		return none
+	}
+	start := d.pos
+	end := start // past the last whole element
+	n := 0
+	for {
+		i := end
+		if n > 0 {
+			// Past white space and the comma to the next element's start.
+			for i < len(d.buf) && isSpace[d.buf[i]] {
+				i++
+			}
+			if i < len(d.buf) && d.buf[i] != ',' {
+				break // the array's end, or something to read properly
+			}
+			i++
+			for i < len(d.buf) && isSpace[d.buf[i]] {
+				i++
+			}
+			if i < len(d.buf) && d.buf[i] != '{' && d.buf[i] != '[' {
+				break
+			}
+		}
+		e := -1
+		if i < len(d.buf) {
+			e = containerEnd(d.buf[i:], MaxDepth-len(d.frames))
+		}
+		if e == -2 {
+			break
+		}
+		if e == -1 {
+			// The buffer ends first: read more, keeping the run, and look
+			// at this element again.
+			shift, ok := d.fill(start)
+			start -= shift
+			end -= shift
+			if !ok {
+				break
+			}
+			continue
+		}
+		end = i + e
+		n++
+		if end-start >= max {
+			break
+		}
+	}
+	if n == 0 {
+		return none
+	}
+	out := Elements{Raw: append(dst[:0], d.buf[start:end]...), Offset: d.base + int64(start), N: n, depth: len(d.frames)}
+	d.pos = end
+	f := &d.frames[len(d.frames)-1]
+	f.n += n
+	f.sepRead = false
+	return out
+}
+
+// structural marks the bytes containerEnd stops at outside strings.
+var structural = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true}
+
+// containerEnd returns the length of the object or array that b starts
+// with, found by counting brackets outside strings: -1 when b ends first,
+// -2 when the nesting passes maxDepth.
+func containerEnd(b []byte, maxDepth int) int {
+	depth := 0
+	i := 0
+	for {
+		for i < len(b) && !structural[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			return -1
+		}
+		switch b[i] {
+		case '"':
+			// The closing quote: the first one after an even number of
+			// backslashes.
+			j := i + 1
+			for {
+				k := bytes.IndexByte(b[j:], '"')
+				if k < 0 {
+					return -1
+				}
+				j += k
+				odd := false
+				for m := j - 1; m > i && b[m] == '\\'; m-- {
+					odd = !odd
+				}
+				if !odd {
+					break
+				}
+				j++
+			}
+			i = j + 1
+		case '{', '[':
+			if depth++; depth > maxDepth {
+				return -2
+			}
+			i++
+		default: // '}', ']'
+			if depth--; depth == 0 {
+				return i + 1
+			}
+			i++
+		}
+	}
+}
