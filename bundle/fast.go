@@ -181,7 +181,7 @@ func readCanonicalFast(src []byte, opts Options) (c *Canonical, ok bool) {
 	}
 	r.resStart = s.Pos()
 	r.resultsSorted = true
-	rv := resultVisitor{kinds: &r.kinds}
+	rv := resultVisitor{kinds: &r.kinds, keys: &r.keys}
 	rvisit := rv.member
 	for i := 0; s.Peek() != ']'; i++ {
 		if (i > 0 && !s.Skip(",")) || s.Peek() != '{' {

@@ -30,6 +30,7 @@ type chunk struct {
 	ends []int  // where each element ends in out
 	hist []historyVisitor
 	res  []resultFields
+	keys []byte // the results' decoded keys
 	// err is the error of element len(ends); notObject says that element
 	// is valid JSON but not an object.
 	err       error
@@ -57,7 +58,7 @@ func (c *chunk) canonicalise(history bool) {
 			c.out, err = d.AppendObject(c.out, v.member)
 			c.hist = append(c.hist, v)
 		} else {
-			v := resultVisitor{kinds: &kinds}
+			v := resultVisitor{kinds: &kinds, keys: &c.keys}
 			c.out, err = d.AppendObject(c.out, v.member)
 			c.res = append(c.res, v.f)
 		}
@@ -85,6 +86,8 @@ func (r *reader) readParallel(what string) (int, error) {
 	take := func(c *chunk) error {
 		<-c.done
 		free = append(free, c)
+		keysAt := uint32(len(r.keys))
+		r.keys = append(r.keys, c.keys...)
 		startOut := 0
 		for j, end := range c.ends {
 			if n > 0 {
@@ -98,8 +101,12 @@ func (r *reader) readParallel(what string) (int, error) {
 			}
 			if history {
 				r.addHistory(start, &c.hist[j])
-			} else if err := r.addResult(start, len(r.buf), &c.res[j]); err != nil {
-				return err
+			} else {
+				f := &c.res[j]
+				f.keyOff += keysAt // its key is in r.keys now
+				if err := r.addResult(start, len(r.buf), f); err != nil {
+					return err
+				}
 			}
 			n++
 			r.stream(false)
@@ -126,7 +133,7 @@ func (r *reader) readParallel(what string) (int, error) {
 		if els.N == 0 {
 			break
 		}
-		*c = chunk{els: els, out: c.out[:0], ends: c.ends[:0], hist: c.hist[:0], res: c.res[:0], done: make(chan struct{})}
+		*c = chunk{els: els, out: c.out[:0], ends: c.ends[:0], hist: c.hist[:0], res: c.res[:0], keys: c.keys[:0], done: make(chan struct{})}
 		go c.canonicalise(history)
 		window = append(window, c)
 		if len(window) >= inFlight {

@@ -40,6 +40,10 @@ type Canonical struct {
 	results []resultSpan // sorted, when region is nil
 
 	blob []byte // the zstd blob, when Read made it (Options.Compress)
+
+	// hashed, when not nil, is closed once hash is set by the goroutine
+	// that hashes the canonical bytes (Hash waits for it).
+	hashed chan struct{}
 }
 
 var (
@@ -74,7 +78,21 @@ func (c *Canonical) segments() iter.Seq[[]byte] {
 }
 
 // Hash returns the bundle's name.
-func (c *Canonical) Hash() Hash { return c.hash }
+func (c *Canonical) Hash() Hash {
+	if c.hashed != nil {
+		<-c.hashed
+	}
+	return c.hash
+}
+
+// hashSegments hashes the canonical bytes.
+func hashSegments(c *Canonical) Hash {
+	h := newHasher()
+	for s := range c.segments() {
+		h.Write(s)
+	}
+	return hashOf(h)
+}
 
 // Size returns the length of the canonical bytes.
 func (c *Canonical) Size() int64 { return c.size }
@@ -281,10 +299,13 @@ func classify(err error, opts Options) error {
 	return corrupt("cannot decompress", err)
 }
 
-// resultEntry locates one results element in the buffer.
+// resultEntry locates one results element in the buffer, with its kind
+// (an index in reader.kindNames) and its decoded key (in reader.keys):
+// 20 bytes and no pointers, for the many results of a large bundle.
 type resultEntry struct {
-	start, end uint32 // the buffer never passes MaxCanonicalSize (+ slack)
-	kind, key  string
+	start, end     uint32 // the buffer never passes MaxCanonicalSize (+ slack)
+	keyOff, keyLen uint32
+	kind           uint32
 }
 
 // resultSpan is where a result's canonical bytes are in the buffer: all a
@@ -309,6 +330,9 @@ type reader struct {
 	calls              []historyCall // history's call:start and call:done events
 
 	results          []resultEntry
+	keys             []byte   // the results' decoded keys, one after another
+	kindNames        []string // the results' distinct kinds
+	kindIDs          map[string]uint32
 	resStart, resEnd int
 	resultsSorted    bool
 	kinds            kindTable
@@ -391,7 +415,8 @@ type historyCall struct {
 
 // resultFields is what validation and sorting need of one result.
 type resultFields struct {
-	kind, key           string
+	kind                string
+	keyOff, keyLen      uint32 // the decoded key, in the visitor's keys
 	kindOK, keyOK       bool
 	fingerprintOK       bool
 	hasResult, hasError bool
@@ -577,7 +602,7 @@ func (r *reader) addHistory(start int, v *historyVisitor) {
 }
 
 func (r *reader) readResult() error {
-	v := resultVisitor{kinds: &r.kinds}
+	v := resultVisitor{kinds: &r.kinds, keys: &r.keys}
 	start := len(r.buf)
 	var err error
 	r.buf, err = r.dec.AppendObject(r.buf, v.member)
@@ -591,6 +616,7 @@ func (r *reader) readResult() error {
 // from its members.
 type resultVisitor struct {
 	kinds *kindTable
+	keys  *[]byte // where decoded keys go
 	f     resultFields
 }
 
@@ -599,7 +625,11 @@ func (v *resultVisitor) member(name, value []byte) error {
 	case "kind":
 		v.f.kind, v.f.kindOK = v.kinds.intern(value)
 	case "key":
-		v.f.key, v.f.keyOK = stringValue(value)
+		var key []byte
+		if key, v.f.keyOK = unquote(value); v.f.keyOK {
+			v.f.keyOff, v.f.keyLen = uint32(len(*v.keys)), uint32(len(key))
+			*v.keys = append(*v.keys, key...)
+		}
 	case "fingerprint":
 		v.f.fingerprintOK = len(value) == 66 && value[0] == '"' && ValidHash(string(value[1:65]))
 	case "result":
@@ -625,8 +655,8 @@ func (r *reader) addResult(start, end int, f *resultFields) error {
 	case f.hasResult == f.hasError:
 		return corrupt(where()+": a result has exactly one of result and error", nil)
 	}
-	e := resultEntry{start: uint32(start), end: uint32(end), kind: f.kind, key: f.key}
-	if i > 0 && compareResults(r.results[i-1], e) >= 0 {
+	e := resultEntry{start: uint32(start), end: uint32(end), keyOff: f.keyOff, keyLen: f.keyLen, kind: r.kindID(f.kind)}
+	if i > 0 && r.compareResults(r.results[i-1], e) >= 0 {
 		r.resultsSorted = false
 		r.stopStream()
 	}
@@ -654,8 +684,30 @@ func (t *kindTable) intern(v []byte) (string, bool) {
 	return k, true
 }
 
-func compareResults(a, b resultEntry) int {
-	return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.key, b.key))
+// kindID returns the index of a result kind in r.kindNames.
+func (r *reader) kindID(kind string) uint32 {
+	if id, ok := r.kindIDs[kind]; ok {
+		return id
+	}
+	if r.kindIDs == nil {
+		r.kindIDs = map[string]uint32{}
+	}
+	id := uint32(len(r.kindNames))
+	r.kindNames = append(r.kindNames, kind)
+	r.kindIDs[kind] = id
+	return id
+}
+
+// keyOf returns a result's decoded key.
+func (r *reader) keyOf(e resultEntry) []byte { return r.keys[e.keyOff : e.keyOff+e.keyLen] }
+
+// compareResults orders results by kind, then key (code points, which is
+// the order of their UTF-8 bytes).
+func (r *reader) compareResults(a, b resultEntry) int {
+	if a.kind != b.kind {
+		return cmp.Compare(r.kindNames[a.kind], r.kindNames[b.kind])
+	}
+	return bytes.Compare(r.keyOf(a), r.keyOf(b))
 }
 
 // stringValue decodes a canonical JSON string value.
@@ -691,26 +743,36 @@ func (r *reader) finish() (*Canonical, error) {
 		return nil, corrupt("results must be empty when fork_after_seq is null", nil)
 	}
 	c := r.assemble()
-	if err := r.checkDuplicates(); err != nil {
-		return nil, err
-	}
-	if err := r.checkCalls(); err != nil {
-		return nil, err
-	}
 	if c.region == nil {
 		c.results = make([]resultSpan, len(r.results))
 		for i, e := range r.results {
 			c.results[i] = resultSpan{e.start, e.end}
 		}
 	}
-	c.manifest = *man
 	for s := range c.segments() {
 		c.size += int64(len(s))
+	}
+	if r.pipe == nil && r.srcHash == nil && c.size >= hashAsideFrom && c.size <= r.maxCanonical {
+		// Hashed on a second goroutine while the checks below run and,
+		// after Read returns, while the blob is compressed: Hash waits.
+		done := make(chan struct{})
+		c.hashed = done
+		go func() {
+			c.hash = hashSegments(c)
+			close(done)
+		}()
+	}
+	if err := r.checkDuplicates(); err != nil {
+		return nil, err
+	}
+	if err := r.checkCalls(); err != nil {
+		return nil, err
 	}
 	if c.size > r.maxCanonical {
 		return nil, canonjson.ErrTooLarge
 	}
-	if p := r.pipe; p != nil {
+	switch p := r.pipe; {
+	case p != nil:
 		p.send(tail)
 		p.close()
 		r.pipe = nil
@@ -718,15 +780,12 @@ func (r *reader) finish() (*Canonical, error) {
 			return nil, fmt.Errorf("bundle: compress: %w", p.err)
 		}
 		c.hash, c.blob = p.hash, p.blob.Bytes()
-	} else if r.srcHash != nil {
+	case r.srcHash != nil:
 		c.hash = <-r.srcHash // the input, hashed while it was read
-	} else {
-		h := newHasher()
-		for s := range c.segments() {
-			h.Write(s)
-		}
-		c.hash = hashOf(h)
+	case c.hashed == nil:
+		c.hash = hashSegments(c)
 	}
+	c.manifest = *man
 	c.summary = Summary{
 		Format:       man.Format,
 		Kind:         man.Kind,
@@ -754,7 +813,7 @@ func (r *reader) assemble() *Canonical {
 	if r.resultsSorted {
 		c.region = r.buf[r.resStart:r.resEnd]
 	} else {
-		slices.SortFunc(r.results, compareResults)
+		slices.SortFunc(r.results, r.compareResults)
 	}
 	return c
 }
@@ -763,8 +822,8 @@ func (r *reader) assemble() *Canonical {
 // are sorted by now.
 func (r *reader) checkDuplicates() error {
 	for i := 1; i < len(r.results); i++ {
-		if compareResults(r.results[i-1], r.results[i]) == 0 {
-			return corrupt(fmt.Sprintf("two results for %s:%s", r.results[i].kind, truncate(r.results[i].key, 80)), nil)
+		if e := r.results[i]; r.compareResults(r.results[i-1], e) == 0 {
+			return corrupt(fmt.Sprintf("two results for %s:%s", r.kindNames[e.kind], truncate(string(r.keyOf(e)), 80)), nil)
 		}
 	}
 	return nil

@@ -289,8 +289,9 @@ func (r *reader) checkCalls() error {
 		refs = append(refs, callRef{slot: s, fpAt: uint32(cap(r.buf) - cap(fp))})
 	}
 	for i, e := range r.results {
-		s, ok := heads[callIDHash(e.kind, e.key)]
-		for ok && (slots[s].id.kind != e.kind || string(slots[s].id.key) != e.key) {
+		kind, key := r.kindNames[e.kind], r.keyOf(e)
+		s, ok := heads[callIDHash(kind, key)]
+		for ok && (slots[s].id.kind != kind || !bytes.Equal(slots[s].id.key, key)) {
 			s, ok = slots[s].next, slots[s].next >= 0
 		}
 		if ok {
