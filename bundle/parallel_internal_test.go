@@ -3,9 +3,12 @@ package bundle
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -143,4 +146,59 @@ func FuzzReadParallel(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte, split uint16) {
 		sameRead(t, in, int(split)+1)
 	})
+}
+
+// TestSortResults: sortResults puts many results (sorted on two
+// goroutines and merged) and few (sorted in line) in (kind, key) order,
+// keeping every entry.
+func TestSortResults(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{0, 1, 7, parallelSortFrom - 1, parallelSortFrom, 2*parallelSortFrom + 1, 3*parallelSortFrom + 6} {
+		r := &reader{}
+		for i := range n {
+			key := fmt.Sprintf("k%d:%x", rng.IntN(50), rng.Uint32()>>rng.IntN(32))
+			f := resultFields{kind: []string{"step", "model", "tool"}[rng.IntN(3)], keyOff: uint32(len(r.keys)), keyLen: uint32(len(key))}
+			r.keys = append(r.keys, key...)
+			r.results = append(r.results, resultEntry{start: uint32(i), keyOff: f.keyOff, keyLen: f.keyLen, kind: r.kindID(f.kind)})
+		}
+		if n%2 == 1 {
+			// Largest first: the first half's are left when the merge ends.
+			slices.SortFunc(r.results, func(a, b resultEntry) int { return r.compareResults(b, a) })
+		}
+		r.sortResults()
+		if len(r.results) != n {
+			t.Fatalf("%d results sorted into %d", n, len(r.results))
+		}
+		seen := make([]bool, n)
+		for i, e := range r.results {
+			if seen[e.start] {
+				t.Fatalf("result %d twice", e.start)
+			}
+			seen[e.start] = true
+			if i > 0 && r.compareResults(r.results[i-1], e) > 0 {
+				t.Fatalf("%d results: out of order at %d", n, i)
+			}
+		}
+	}
+}
+
+// TestCallsIndexedAside: in a long history (its calls indexed on a second
+// goroutine while the results are sorted) a call whose fingerprint is not
+// its result's is still refused, naming the event.
+func TestCallsIndexedAside(t *testing.T) {
+	gen := string(bundletest.Generate(34<<20, 9))
+	fp := strings.Repeat("ab", 32)
+	last := strings.LastIndex(gen, fp)
+	bad := gen[:last] + strings.Repeat("cd", 32) + gen[last+64:]
+	good, err := Read(strings.NewReader(gen), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := good.Summary().HistoryCount; n < parallelSortFrom {
+		t.Fatalf("the history has %d events, fewer than %d", n, parallelSortFrom)
+	}
+	_, err = Read(strings.NewReader(bad), Options{})
+	if messages.AsError(err) == nil || !strings.Contains(err.Error(), "has fingerprint "+strings.Repeat("cd", 32)) {
+		t.Fatalf("error %v, want bundle_corrupt naming the call's fingerprint", err)
+	}
 }

@@ -742,6 +742,13 @@ func (r *reader) finish() (*Canonical, error) {
 	if man.ForkAfterSeq == nil && len(r.results) > 0 {
 		return nil, corrupt("results must be empty when fork_after_seq is null", nil)
 	}
+	// A long history's calls are indexed while the results are sorted.
+	calls := make(chan *callIndex, 1)
+	if len(r.calls) >= parallelSortFrom {
+		go func() { calls <- r.indexCalls() }()
+	} else {
+		calls <- r.indexCalls()
+	}
 	c := r.assemble()
 	if c.region == nil {
 		c.results = make([]resultSpan, len(r.results))
@@ -765,7 +772,7 @@ func (r *reader) finish() (*Canonical, error) {
 	if err := r.checkDuplicates(); err != nil {
 		return nil, err
 	}
-	if err := r.checkCalls(); err != nil {
+	if err := r.checkCalls(<-calls); err != nil {
 		return nil, err
 	}
 	if c.size > r.maxCanonical {
@@ -813,9 +820,47 @@ func (r *reader) assemble() *Canonical {
 	if r.resultsSorted {
 		c.region = r.buf[r.resStart:r.resEnd]
 	} else {
-		slices.SortFunc(r.results, r.compareResults)
+		r.sortResults()
 	}
 	return c
+}
+
+// parallelSortFrom is the number of results from which sortResults sorts
+// on two goroutines.
+const parallelSortFrom = 1 << 14
+
+// sortResults sorts the results by kind and key: when there are many, each
+// half on a goroutine of its own, then one merge.
+func (r *reader) sortResults() {
+	keys, names := r.keys, r.kindNames
+	compare := func(a, b resultEntry) int {
+		if a.kind != b.kind {
+			return cmp.Compare(names[a.kind], names[b.kind])
+		}
+		return bytes.Compare(keys[a.keyOff:a.keyOff+a.keyLen], keys[b.keyOff:b.keyOff+b.keyLen])
+	}
+	rs := r.results
+	if len(rs) < parallelSortFrom || runtime.GOMAXPROCS(0) < 2 {
+		slices.SortFunc(rs, compare)
+		return
+	}
+	a, b := rs[:len(rs)/2], rs[len(rs)/2:]
+	done := make(chan struct{})
+	go func() {
+		slices.SortFunc(a, compare)
+		close(done)
+	}()
+	slices.SortFunc(b, compare)
+	<-done
+	merged := make([]resultEntry, 0, len(rs))
+	for len(a) > 0 && len(b) > 0 {
+		if compare(b[0], a[0]) < 0 {
+			merged, b = append(merged, b[0]), b[1:]
+		} else {
+			merged, a = append(merged, a[0]), a[1:]
+		}
+	}
+	r.results = append(append(merged, a...), b...)
 }
 
 // checkDuplicates refuses two results with the same (kind, key); results

@@ -230,6 +230,62 @@ func unquote(v []byte) ([]byte, bool) {
 	return s, err == nil
 }
 
+// callSlot is one distinct call of the history: its identity, the index
+// of its result (or -1), and the next slot whose identity has the same
+// hash (or -1).
+type callSlot struct {
+	id           callID
+	result, next int32
+}
+
+// callRef is one call event of the history.
+type callRef struct {
+	slot int32  // the event's call
+	fpAt uint32 // where its quoted fingerprint is in the buffer
+}
+
+// callIndex is the history's calls by the hash of their identity, built
+// by indexCalls (it reads only the history, so it runs while the results
+// are sorted) and used by checkCalls.
+type callIndex struct {
+	heads map[uint64]int32 // identity hash → first slot
+	slots []callSlot
+	refs  []callRef // one per event, up to the first that names no call
+}
+
+// indexCalls builds the callIndex of the history's call events.
+func (r *reader) indexCalls() *callIndex {
+	idx := &callIndex{
+		heads: make(map[uint64]int32, len(r.calls)),
+		slots: make([]callSlot, 0, len(r.calls)),
+		refs:  make([]callRef, 0, len(r.calls)),
+	}
+	heads := idx.heads
+	for _, c := range r.calls {
+		id, fp, ok := r.parseCall(memberValue(r.buf[c.start:], `"call"`))
+		if !ok {
+			break // reported by checkCalls, unless an earlier event has a problem
+		}
+		h := callIDHash(id.kind, id.key)
+		s, seen := heads[h]
+		for seen && (idx.slots[s].id.kind != id.kind || !bytes.Equal(idx.slots[s].id.key, id.key)) {
+			s, seen = idx.slots[s].next, idx.slots[s].next >= 0
+		}
+		if !seen {
+			s = int32(len(idx.slots))
+			next := int32(-1)
+			if head, ok := heads[h]; ok {
+				next = head
+			}
+			heads[h] = s
+			idx.slots = append(idx.slots, callSlot{id: id, result: -1, next: next})
+		}
+		// fp is a slice of the buffer: its offset is what its capacity lacks.
+		idx.refs = append(idx.refs, callRef{slot: s, fpAt: uint32(cap(r.buf) - cap(fp))})
+	}
+	return idx
+}
+
 // checkCalls refuses a history whose calls disagree with the results, so
 // that every reader (import, save, the verified read of run, export and
 // show) sees a bundle whose history and results belong together:
@@ -243,51 +299,15 @@ func unquote(v []byte) ([]byte, bool) {
 //
 // A call:start without a result is allowed (replay resolves it down the
 // ladder). While history was read only the offsets of its call events were
-// kept. Here one map of the history's calls (by the hash of their identity)
-// is built, the results are looked up in it in one pass, and the events are
+// kept. One map of the history's calls (by the hash of their identity) is
+// built (indexCalls), the results are looked up in it in one pass, and the events are
 // checked in history order, so that the earliest event with a problem is
 // reported.
-func (r *reader) checkCalls() error {
+func (r *reader) checkCalls(idx *callIndex) error {
 	if len(r.calls) == 0 {
 		return nil
 	}
-	// A slot per distinct call: its identity, the index of its result
-	// (or -1), and the next slot whose identity has the same hash (or -1).
-	type slot struct {
-		id           callID
-		result, next int32
-	}
-	type callRef struct {
-		slot int32  // the event's call
-		fpAt uint32 // where its quoted fingerprint is in the buffer
-	}
-	var (
-		heads = make(map[uint64]int32, len(r.calls)) // identity hash → first slot
-		slots = make([]slot, 0, len(r.calls))
-		refs  = make([]callRef, 0, len(r.calls))
-	)
-	for _, c := range r.calls {
-		id, fp, ok := r.parseCall(memberValue(r.buf[c.start:], `"call"`))
-		if !ok {
-			break // reported below, unless an earlier event has a problem
-		}
-		h := callIDHash(id.kind, id.key)
-		s, seen := heads[h]
-		for seen && (slots[s].id.kind != id.kind || !bytes.Equal(slots[s].id.key, id.key)) {
-			s, seen = slots[s].next, slots[s].next >= 0
-		}
-		if !seen {
-			s = int32(len(slots))
-			next := int32(-1)
-			if head, ok := heads[h]; ok {
-				next = head
-			}
-			heads[h] = s
-			slots = append(slots, slot{id: id, result: -1, next: next})
-		}
-		// fp is a slice of the buffer: its offset is what its capacity lacks.
-		refs = append(refs, callRef{slot: s, fpAt: uint32(cap(r.buf) - cap(fp))})
-	}
+	heads, slots, refs := idx.heads, idx.slots, idx.refs
 	for i, e := range r.results {
 		kind, key := r.kindNames[e.kind], r.keyOf(e)
 		s, ok := heads[callIDHash(kind, key)]
