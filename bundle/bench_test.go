@@ -179,16 +179,21 @@ func BenchmarkVerifiedRead(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Run(sizeName(size)+"/verify", func(b *testing.B) {
+			// The peak heap of one read, measured before the timed ones (the
+			// sampler starts with a collection, which would be timed too).
+			p := startPeak()
+			if err := bundle.Verify(bytes.NewReader(blob.Bytes()), c.Hash()); err != nil {
+				b.Fatal(err)
+			}
+			peak := p.ratio(c.Size())
 			b.SetBytes(c.Size())
-			var worst float64
+			b.ResetTimer()
 			for range b.N {
-				p := startPeak()
 				if err := bundle.Verify(bytes.NewReader(blob.Bytes()), c.Hash()); err != nil {
 					b.Fatal(err)
 				}
-				worst = max(worst, p.ratio(c.Size()))
 			}
-			b.ReportMetric(worst, "peak-x")
+			b.ReportMetric(peak, "peak-x")
 		})
 		b.Run(sizeName(size)+"/anchor-zstd-decompress", func(b *testing.B) {
 			b.SetBytes(c.Size())
