@@ -473,7 +473,6 @@ func (d *Decoder) object(dst []byte, depth int, visit func(name, value []byte) e
 	}
 	ms := d.members[depth][:0]
 	dst = append(dst, '{')
-	bodyStart := len(dst)
 	sorted := true
 	c, ok := d.skipSpace()
 	if !ok {
@@ -545,7 +544,7 @@ func (d *Decoder) object(dst []byte, depth int, visit func(name, value []byte) e
 	}
 	d.members[depth] = ms[:0]
 	if !sorted {
-		if err := d.reorder(dst, bodyStart, ms); err != nil {
+		if err := d.reorder(dst, ms); err != nil {
 			return dst, err
 		}
 	}
@@ -560,20 +559,14 @@ func (m *member) name(buf []byte) []byte {
 	return buf[m.start+1 : m.nameEnd-1]
 }
 
-// reorder rewrites the members in buf[bodyStart:] in sorted order (the
-// length of the body does not change), and refuses two members of one
-// name, as Python would keep only the last.
-func (d *Decoder) reorder(buf []byte, bodyStart int, ms []member) error {
-	d.scratch = append(d.scratch[:0], buf[bodyStart:]...)
-	old := d.scratch
+// reorder rewrites in sorted order the members ms of the object written
+// at the end of buf (the length of its body does not change), and refuses
+// two members of one name, as Python would keep only the last.
+func (d *Decoder) reorder(buf []byte, ms []member) error {
 	names := d.names[:0]
 	idx := d.idx[:0]
-	for i, m := range ms {
-		name := m.key
-		if m.key == nil {
-			name = old[m.start-bodyStart+1 : m.nameEnd-bodyStart-1]
-		}
-		names = append(names, name)
+	for i := range ms {
+		names = append(names, ms[i].name(buf))
 		idx = append(idx, i)
 	}
 	d.names, d.idx = names, idx
@@ -583,13 +576,28 @@ func (d *Decoder) reorder(buf []byte, bodyStart int, ms []member) error {
 			return fmt.Errorf("%w: duplicate object key %q", ErrInvalid, truncateName(names[idx[i]]))
 		}
 	}
-	w := bodyStart
-	for i, j := range idx {
-		if i > 0 {
+	// Members already in their place at either end stay where they are
+	// (often a long last value): only the span between is rewritten.
+	lo, hi := 0, len(idx)
+	for lo < hi && idx[lo] == lo {
+		lo++
+	}
+	for hi > lo && idx[hi-1] == hi-1 {
+		hi--
+	}
+	if lo == hi {
+		return nil
+	}
+	from := ms[lo].start
+	d.scratch = append(d.scratch[:0], buf[from:ms[hi-1].end]...)
+	w := from
+	for i := lo; i < hi; i++ {
+		if i > lo {
 			buf[w] = ','
 			w++
 		}
-		w += copy(buf[w:], old[ms[j].start-bodyStart:ms[j].end-bodyStart])
+		m := ms[idx[i]]
+		w += copy(buf[w:], d.scratch[m.start-from:m.end-from])
 	}
 	return nil
 }
