@@ -281,57 +281,23 @@ func canonicalEscape(e []byte) bool {
 func (s *Scanner) number() bool {
 	src := s.src
 	start, i := s.pos, s.pos
-	if src[i] == '-' {
+	for i < len(src) && numberByte[src[i]] {
 		i++
-	}
-	digits := func() int {
-		n := 0
-		for i < len(src) && src[i] >= '0' && src[i] <= '9' {
-			i++
-			n++
-		}
-		return n
-	}
-	switch {
-	case i < len(src) && src[i] == '0':
-		i++
-	case i < len(src) && src[i] >= '1' && src[i] <= '9':
-		digits()
-	default:
-		return false
-	}
-	intEnd := i
-	float := false
-	fracStart := i
-	if i < len(src) && src[i] == '.' {
-		i++
-		fracStart = i
-		if digits() == 0 {
-			return false
-		}
-		float = true
-	}
-	fracEnd := i
-	if i < len(src) && (src[i] == 'e' || src[i] == 'E') {
-		i++
-		if i < len(src) && (src[i] == '+' || src[i] == '-') {
-			i++
-		}
-		if digits() == 0 {
-			return false
-		}
-		float = true
 	}
 	raw := src[start:i]
+	intEnd, fracEnd, ok := numberSyntax(raw)
+	if !ok {
+		return false
+	}
 	s.pos = i
-	if !float {
-		n := intEnd - start
+	if intEnd == len(raw) {
+		n := intEnd
 		if raw[0] == '-' {
 			n--
 		}
 		return n <= MaxIntDigits && string(raw) != "-0"
 	}
-	if i == fracEnd && shortestFixed(src[start:intEnd], src[fracStart:fracEnd]) {
+	if fracEnd == len(raw) && shortestFixed(raw[:intEnd], raw[intEnd+1:]) {
 		return true
 	}
 	f, err := strconv.ParseFloat(string(raw), 64)
