@@ -1,6 +1,6 @@
 # shellcheck shell=bash disable=SC2016
 # (SC2016: the single-quoted bash -c scripts expand their own arguments.)
-# Functions that reuse or start the servers the tests need (DESIGN.md §12):
+# Functions that reuse or start the servers the tests need (docs/development.md):
 # Redis 7 as the Valkey server, a private three-master Redis Cluster as the
 # Valkey Cluster, PostgreSQL, and the Versity S3 gateway.
 # Sourced by scripts/test, which must set TMP (a private temp dir) first and call
@@ -126,6 +126,12 @@ ensure_cgo() {
 	if [[ $(go env CGO_ENABLED) != 1 ]]; then
 		export CGO_ENABLED=1
 	fi
+}
+
+# ensure_zstd: the reference zstd tool, which a bundle test has decompress
+# the blobs this project writes.
+ensure_zstd() {
+	command -v zstd >/dev/null || apt_install zstd
 }
 
 # ---------------------------------------------------------------- Redis / Valkey
