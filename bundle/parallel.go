@@ -13,7 +13,10 @@ import (
 // goroutines of their own canonicalise each run into a buffer of its own,
 // and the reader's goroutine takes the runs back in input order, appending
 // the canonical elements to its buffer and validating them one by one as
-// the sequential path does: the same bytes, and the same first error.
+// the sequential path does: the same bytes, and the same first error (but
+// for a bundle that passes the size limit within a run and is also invalid
+// later in that run: the sequential read stops at the limit, bundle_too_large,
+// where this one may find the invalid input first, bundle_corrupt).
 
 // parallelFrom is the canonical size from which Read canonicalises long
 // arrays on several goroutines (below it, the hand-offs cost more than
