@@ -422,22 +422,38 @@ func (d *Decoder) depthErr() error {
 	return fmt.Errorf("%w: nesting deeper than %d levels at byte %d", ErrInvalid, MaxDepth, d.InputOffset())
 }
 
-func (d *Decoder) array(dst []byte, depth int) ([]byte, error) {
-	if depth++; depth > MaxDepth {
-		return dst, d.depthErr()
+// open reads the opening bracket of an array or object at the current
+// position, one level deeper than depth, and the white space after it. It
+// appends the bracket and, when the container is empty, its closer too
+// (then done is set).
+func (d *Decoder) open(dst []byte, depth int, closer byte) (out []byte, done bool, err error) {
+	if depth > MaxDepth {
+		return dst, false, d.depthErr()
 	}
-	d.pos++ // '['
-	dst = append(dst, '[')
+	dst = append(dst, d.buf[d.pos])
+	d.pos++
 	c, ok := d.skipSpace()
 	if !ok {
-		return dst, d.endErr()
+		return dst, false, d.endErr()
 	}
-	if c == ']' {
+	if c == closer {
 		d.pos++
-		return append(dst, ']'), nil
+		return append(dst, closer), true, nil
 	}
+	return dst, false, nil
+}
+
+func (d *Decoder) array(dst []byte, depth int) ([]byte, error) {
+	depth++
+	dst, done, err := d.open(dst, depth, ']')
+	if done || err != nil {
+		return dst, err
+	}
+	var (
+		c  byte
+		ok bool
+	)
 	for {
-		var err error
 		if dst, err = d.value(dst, depth); err != nil {
 			return dst, err
 		}
@@ -464,33 +480,23 @@ func (d *Decoder) array(dst []byte, depth int) ([]byte, error) {
 }
 
 func (d *Decoder) object(dst []byte, depth int, visit func(name, value []byte) error) ([]byte, error) {
-	if depth++; depth > MaxDepth {
-		return dst, d.depthErr()
+	depth++
+	dst, done, err := d.open(dst, depth, '}')
+	if done || err != nil {
+		return dst, err
 	}
-	d.pos++ // '{'
 	for len(d.members) <= depth {
 		d.members = append(d.members, nil)
 	}
 	ms := d.members[depth][:0]
-	dst = append(dst, '{')
 	sorted := true
-	c, ok := d.skipSpace()
-	if !ok {
-		return dst, d.endErr()
-	}
-	if c == '}' {
-		d.pos++
-		return append(dst, '}'), nil
-	}
+	c, ok := d.buf[d.pos], true // open stopped at this byte
 	for {
 		if c != '"' {
 			return dst, d.syntaxErr("a name expected")
 		}
 		m := member{start: len(dst)}
-		var (
-			escaped bool
-			err     error
-		)
+		var escaped bool
 		if dst, escaped, err = d.appendName(dst); err != nil {
 			return dst, err
 		}
@@ -638,7 +644,9 @@ func (d *Decoder) scanString() (start, end int, escaped bool, err error) {
 		for i < len(buf) && plain[buf[i]] {
 			i++
 		}
-		if i >= len(buf) {
+		if i >= len(buf) || buf[i] == '\\' && i+1 >= len(buf) {
+			// The buffer ends inside the string, or inside an escape: read
+			// more, keeping the string.
 			shift, ok := d.fill(start)
 			if !ok {
 				return 0, 0, false, d.endErr()
@@ -656,15 +664,6 @@ func (d *Decoder) scanString() (start, end int, escaped bool, err error) {
 			return start, i + 1, escaped, nil
 		case c == '\\':
 			escaped = true
-			if i+1 >= len(buf) {
-				shift, ok := d.fill(start)
-				if !ok {
-					return 0, 0, false, d.endErr()
-				}
-				start -= shift
-				i -= shift
-				continue
-			}
 			i += 2 // the escaped byte may be a quote; unquote checks it
 		case c < 0x20:
 			d.pos = i
