@@ -202,3 +202,36 @@ func TestCallsIndexedAside(t *testing.T) {
 		t.Fatalf("error %v, want bundle_corrupt naming the call's fingerprint", err)
 	}
 }
+
+// TestReadParallelCompressing: with the compression pipeline on (a large
+// bundle in canonical order, read by the general path), the parallel read
+// hands the pipeline the same bytes: its blob decompresses to the
+// canonical bytes, under their hash.
+func TestReadParallelCompressing(t *testing.T) {
+	c, err := Read(bytes.NewReader(bundletest.Generate(6<<20, 11)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var indented bytes.Buffer
+	if err := c.WriteIndented(&indented); err != nil {
+		t.Fatal(err)
+	}
+	for name, in := range map[string][]byte{"canonical": c.Bytes(), "indented": indented.Bytes()} {
+		got, err := Read(bytes.NewReader(in), Options{Compress: true, general: true, split: 64 << 10})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got.blob == nil {
+			t.Fatalf("%s: the pipeline made no blob", name)
+		}
+		var blob bytes.Buffer
+		if err := got.WriteBlob(&blob); err != nil {
+			t.Fatal(err)
+		}
+		var back bytes.Buffer
+		r := NewVerifyingReader(&blob, c.Hash())
+		if _, err := back.ReadFrom(r); err != nil || !bytes.Equal(back.Bytes(), c.Bytes()) {
+			t.Fatalf("%s: the blob does not hold the canonical bytes (%v)", name, err)
+		}
+	}
+}
