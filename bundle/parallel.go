@@ -128,9 +128,11 @@ func (r *reader) readParallel(what string) (int, error) {
 		}
 	}()
 	for {
-		c := &chunk{}
+		var c *chunk
 		if len(free) > 0 {
 			c, free = free[len(free)-1], free[:len(free)-1]
+		} else {
+			c = &chunk{}
 		}
 		els := r.dec.RawElements(c.els.Raw, r.split)
 		if els.N == 0 {

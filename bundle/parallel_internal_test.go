@@ -153,7 +153,7 @@ func FuzzReadParallel(f *testing.F) {
 // keeping every entry.
 func TestSortResults(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, n := range []int{0, 1, 7, parallelSortFrom - 1, parallelSortFrom, 2*parallelSortFrom + 1, 3*parallelSortFrom + 6} {
+	for _, n := range []int{0, 1, 7, asideFrom - 1, asideFrom, 2*asideFrom + 1, 3*asideFrom + 6} {
 		r := &reader{}
 		for i := range n {
 			key := fmt.Sprintf("k%d:%x", rng.IntN(50), rng.Uint32()>>rng.IntN(32))
@@ -194,8 +194,8 @@ func TestCallsIndexedAside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := good.Summary().HistoryCount; n < parallelSortFrom {
-		t.Fatalf("the history has %d events, fewer than %d", n, parallelSortFrom)
+	if n := good.Summary().HistoryCount; n < asideFrom {
+		t.Fatalf("the history has %d events, fewer than %d", n, asideFrom)
 	}
 	_, err = Read(strings.NewReader(bad), Options{})
 	if messages.AsError(err) == nil || !strings.Contains(err.Error(), "has fingerprint "+strings.Repeat("cd", 32)) {

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/pyrula/caseworker/bundle/canonjson"
@@ -704,10 +703,15 @@ func (r *reader) keyOf(e resultEntry) []byte { return r.keys[e.keyOff : e.keyOff
 // compareResults orders results by kind, then key (code points, which is
 // the order of their UTF-8 bytes).
 func (r *reader) compareResults(a, b resultEntry) int {
+	return compareEntries(r.keys, r.kindNames, a, b)
+}
+
+// compareEntries is compareResults over the reader's keys and kind names.
+func compareEntries(keys []byte, kindNames []string, a, b resultEntry) int {
 	if a.kind != b.kind {
-		return cmp.Compare(r.kindNames[a.kind], r.kindNames[b.kind])
+		return cmp.Compare(kindNames[a.kind], kindNames[b.kind])
 	}
-	return bytes.Compare(r.keyOf(a), r.keyOf(b))
+	return bytes.Compare(keys[a.keyOff:a.keyOff+a.keyLen], keys[b.keyOff:b.keyOff+b.keyLen])
 }
 
 // stringValue decodes a canonical JSON string value.
@@ -718,7 +722,7 @@ func stringValue(v []byte) (string, bool) {
 	if bytes.IndexByte(v, '\\') < 0 {
 		return string(v[1 : len(v)-1]), true
 	}
-	s, err := jsontext.AppendUnquote(nil, v)
+	s, err := canonjson.Unquote(nil, v)
 	if err != nil {
 		return "", false
 	}
@@ -744,7 +748,7 @@ func (r *reader) finish() (*Canonical, error) {
 	}
 	// A long history's calls are indexed while the results are sorted.
 	calls := make(chan *callIndex, 1)
-	if len(r.calls) >= parallelSortFrom {
+	if len(r.calls) >= asideFrom {
 		go func() { calls <- r.indexCalls() }()
 	} else {
 		calls <- r.indexCalls()
@@ -825,22 +829,19 @@ func (r *reader) assemble() *Canonical {
 	return c
 }
 
-// parallelSortFrom is the number of results from which sortResults sorts
-// on two goroutines.
-const parallelSortFrom = 1 << 14
+// asideFrom is the number of results, or of history calls, from which
+// finish sorts the results on two goroutines and indexes the calls on a
+// third: below it, starting them costs more than it saves.
+const asideFrom = 1 << 14
 
 // sortResults sorts the results by kind and key: when there are many, each
 // half on a goroutine of its own, then one merge.
 func (r *reader) sortResults() {
+	// The keys and names as locals: the comparison runs millions of times.
 	keys, names := r.keys, r.kindNames
-	compare := func(a, b resultEntry) int {
-		if a.kind != b.kind {
-			return cmp.Compare(names[a.kind], names[b.kind])
-		}
-		return bytes.Compare(keys[a.keyOff:a.keyOff+a.keyLen], keys[b.keyOff:b.keyOff+b.keyLen])
-	}
+	compare := func(a, b resultEntry) int { return compareEntries(keys, names, a, b) }
 	rs := r.results
-	if len(rs) < parallelSortFrom || runtime.GOMAXPROCS(0) < 2 {
+	if len(rs) < asideFrom || runtime.GOMAXPROCS(0) < 2 {
 		slices.SortFunc(rs, compare)
 		return
 	}

@@ -9,8 +9,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/go-json-experiment/json/jsontext"
-
+	"github.com/pyrula/caseworker/bundle/canonjson"
 	"github.com/pyrula/caseworker/bundle/volatile"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/runevent"
@@ -226,7 +225,7 @@ func unquote(v []byte) ([]byte, bool) {
 	if bytes.IndexByte(v, '\\') < 0 {
 		return v[1 : len(v)-1], true
 	}
-	s, err := jsontext.AppendUnquote(nil, v)
+	s, err := canonjson.Unquote(nil, v)
 	return s, err == nil
 }
 

@@ -261,7 +261,7 @@ func (d *Decoder) ReadDelim(want byte) error {
 			return d.fail(d.syntaxErr("a name expected"))
 		}
 		if len(d.frames)+1 > MaxDepth {
-			return d.fail(fmt.Errorf("%w: nesting deeper than %d levels at byte %d", ErrInvalid, MaxDepth, d.InputOffset()))
+			return d.fail(d.depthErr())
 		}
 		d.pos++
 		d.frames = append(d.frames, frame{object: want == '{'})
@@ -292,7 +292,7 @@ func (d *Decoder) ReadName() ([]byte, error) {
 	}
 	// The name is copied: reading on to the colon may refill buf.
 	if escaped {
-		d.unquoted, err = unquote(d.unquoted[:0], d.buf[start:end])
+		d.unquoted, err = Unquote(d.unquoted[:0], d.buf[start:end])
 	} else {
 		d.unquoted = append(d.unquoted[:0], d.buf[start+1:end-1]...)
 	}
@@ -695,16 +695,17 @@ func (d *Decoder) appendName(dst []byte) ([]byte, bool, error) {
 		// No escapes, no control characters, valid UTF-8: canonical as it is.
 		return append(dst, raw...), false, nil
 	}
-	if d.unquoted, err = unquote(d.unquoted[:0], raw); err != nil {
+	if d.unquoted, err = Unquote(d.unquoted[:0], raw); err != nil {
 		return dst, false, err
 	}
 	return AppendQuoted(dst, d.unquoted), true, nil
 }
 
-// unquote appends the value of the JSON string raw (quotes included, no
-// raw control characters, valid UTF-8) to dst. It refuses an unknown
-// escape and a surrogate escape that is not half of a pair.
-func unquote(dst, raw []byte) ([]byte, error) {
+// Unquote appends the value of the JSON string raw (quotes included, no
+// raw control characters, valid UTF-8: a string a Decoder or Scanner has
+// read) to dst. It refuses an unknown escape and a surrogate escape that
+// is not half of a pair.
+func Unquote(dst, raw []byte) ([]byte, error) {
 	s := raw[1 : len(raw)-1]
 	for {
 		i := bytes.IndexByte(s, '\\')
@@ -895,8 +896,7 @@ type Elements struct {
 func (e Elements) Decoder() *Decoder {
 	d := newBytesDecoder(e.Raw)
 	d.base = e.Offset
-	d.frames = make([]frame, e.depth)
-	d.frames[e.depth-1] = frame{}
+	d.frames = make([]frame, e.depth) // the innermost: the array, at its start
 	return d
 }
 
