@@ -103,8 +103,15 @@ func readAtMost(r io.Reader, length, limit int64) (data []byte, complete bool, e
 func decompressAll(blob []byte, limit int64) ([]byte, error) {
 	var dst []byte
 	var h zstd.Header
-	if h.Decode(blob) == nil && h.HasFCS && h.FrameContentSize <= uint64(limit) {
-		dst = make([]byte, 0, h.FrameContentSize)
+	if h.Decode(blob) == nil {
+		switch {
+		case h.HasFCS && h.FrameContentSize <= uint64(limit):
+			dst = make([]byte, 0, h.FrameContentSize)
+		case !h.HasFCS:
+			if bound, ok := frameBound(blob, h); ok && bound <= limit {
+				dst = make([]byte, 0, bound)
+			}
+		}
 	}
 	dec, err := getStoredDecoder()
 	if err != nil {
@@ -119,6 +126,43 @@ func decompressAll(blob []byte, limit int64) ([]byte, error) {
 		return nil, canonjson.ErrTooLarge
 	}
 	return out, nil
+}
+
+// frameBound returns an upper bound of the decompressed size of a frame
+// whose header does not say it (a frame written as a stream), from its
+// block headers: a raw or RLE block says its size, a compressed one holds
+// at most one block of 128 KiB (or the window, when smaller). A stream
+// encoder fills its blocks, so the bound is close, and the decoder writes
+// into one buffer instead of growing it block by block. ok is false when
+// the blocks do not add up; the decoder then gives its own verdict.
+func frameBound(blob []byte, h zstd.Header) (bound int64, ok bool) {
+	const maxBlock = 128 << 10
+	block := int64(maxBlock)
+	if h.WindowSize > 0 && h.WindowSize < maxBlock {
+		block = int64(h.WindowSize)
+	}
+	for pos := h.HeaderSize; pos+3 <= len(blob); {
+		head := int(blob[pos]) | int(blob[pos+1])<<8 | int(blob[pos+2])<<16
+		last, kind, size := head&1 == 1, head>>1&3, head>>3
+		pos += 3
+		switch kind {
+		case 0: // raw
+			bound += int64(size)
+			pos += size
+		case 1: // RLE: one byte repeated size times
+			bound += int64(size)
+			pos++
+		case 2: // compressed
+			bound += block
+			pos += size
+		default:
+			return 0, false
+		}
+		if last {
+			return bound, pos <= len(blob)
+		}
+	}
+	return 0, false
 }
 
 // readCanonicalFast reads src, which starts with canonicalHead, as

@@ -98,3 +98,47 @@ func TestReadFastHashesAside(t *testing.T) {
 		t.Fatalf("fast path: ok %v, hash %s, want %s", ok, fast.Hash(), g.Hash())
 	}
 }
+
+// A frame written as a stream does not say its size: decompressAll sizes
+// its output from the block headers, an upper bound within one block, and
+// still gives the bytes back exactly (compressed, raw and RLE blocks, an
+// empty frame).
+func TestDecompressStreamFrame(t *testing.T) {
+	random := make([]byte, 300<<10)
+	for i := range random {
+		random[i] = byte(i*7919 ^ i>>3*131)
+	}
+	text := bytes.Repeat([]byte(`{"id":1,"items":["a","b"],"status":"shipped"},`), 20000)
+	for name, in := range map[string][]byte{
+		"text":   text,
+		"random": random,
+		"zeros":  make([]byte, 1<<20),
+		"mixed":  append(append(append([]byte{}, text[:200<<10]...), make([]byte, 300<<10)...), random...),
+		"empty":  {},
+	} {
+		var blob bytes.Buffer
+		enc, err := zstd.NewWriter(&blob, zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc.Write(in)
+		if err := enc.Close(); err != nil {
+			t.Fatal(err)
+		}
+		var h zstd.Header
+		if err := h.Decode(blob.Bytes()); err != nil || h.HasFCS {
+			t.Fatalf("%s: the stream encoder wrote a size (%v)", name, err)
+		}
+		bound, ok := frameBound(blob.Bytes(), h)
+		if len(in) > 0 && (!ok || bound < int64(len(in)) || bound > int64(len(in))+128<<10) {
+			t.Fatalf("%s: bound %d (ok %v) for %d bytes", name, bound, ok, len(in))
+		}
+		out, err := decompressAll(blob.Bytes(), int64(len(in))+1<<20)
+		if err != nil || !bytes.Equal(out, in) {
+			t.Fatalf("%s: %v (%d bytes of %d)", name, err, len(out), len(in))
+		}
+		if _, ok := frameBound(blob.Bytes()[:blob.Len()-5], h); ok && len(in) > 0 {
+			t.Fatalf("%s: a cut frame has a bound", name)
+		}
+	}
+}

@@ -97,8 +97,16 @@ func Fingerprint(input any) (canonicalInput json.RawMessage, fingerprint string,
 	if err != nil {
 		return nil, "", fmt.Errorf("flow: canonicalize input: %w", err)
 	}
-	sum := sha256.Sum256(canonicalInput)
-	return canonicalInput, hex.EncodeToString(sum[:]), nil
+	return canonicalInput, fingerprintOf(canonicalInput), nil
+}
+
+// fingerprintOf returns the lowercase hex SHA-256 of b, in one allocation
+// (a case run computes one per call).
+func fingerprintOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	var out [2 * sha256.Size]byte
+	hex.Encode(out[:], sum[:])
+	return string(out[:])
 }
 
 // CallError is an error returned by a call and recorded as the result's

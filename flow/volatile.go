@@ -1,8 +1,6 @@
 package flow
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -25,8 +23,7 @@ func FingerprintRules(input any, rules *volatile.Rules) (canonicalInput json.Raw
 	if err != nil {
 		return nil, "", fmt.Errorf("flow: volatile rules: %w", err)
 	}
-	sum := sha256.Sum256(masked)
-	return canonicalInput, hex.EncodeToString(sum[:]), nil
+	return canonicalInput, fingerprintOf(masked), nil
 }
 
 // VolatileOf returns the volatile-field rules that reg (a target's

@@ -1,0 +1,738 @@
+// Package resultjson decodes a call's result, canonical JSON, into a Go
+// value as encoding/json's Unmarshal does, three to four times faster, for
+// the types results usually have: booleans, strings, numbers, structs
+// without embedded fields, slices, string-keyed maps, pointers, any and
+// json.RawMessage. For any other type (one with its own UnmarshalJSON or
+// UnmarshalText, a field tagged ,string, an array, a []byte, …) and for any
+// input it does not expect (white space, a value of the wrong kind, a number
+// out of range, a name given twice), Decode reports false and the caller
+// decodes with encoding/json instead: it never gives a value encoding/json
+// would not.
+package resultjson
+
+import (
+	"encoding"
+	"encoding/json"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/pyrula/caseworker/bundle/canonjson"
+)
+
+// Decode sets *dst, which must hold its type's zero value, from data, one
+// JSON value without white space (canonical JSON). It reports false when
+// the type or the data is outside what it decodes, a value encoding/json
+// would refuse included; *dst is then partly set and must be dropped.
+func Decode[T any](data []byte, dst *T) bool {
+	v := reflect.ValueOf(dst).Elem()
+	dec := decoderOf(v.Type())
+	if dec == nil {
+		return false
+	}
+	s := scanner{data: data}
+	return dec(&s, v) && s.pos == len(data)
+}
+
+// decodeFunc decodes the value at s's position into v (settable, holding
+// the zero value) and reports whether it could.
+type decodeFunc func(s *scanner, v reflect.Value) bool
+
+// decoders caches each type's decodeFunc; nil for a type Decode leaves to
+// encoding/json.
+var decoders sync.Map // reflect.Type → decodeFunc
+
+func decoderOf(t reflect.Type) decodeFunc {
+	if d, ok := decoders.Load(t); ok {
+		return d.(decodeFunc)
+	}
+	b := builder{building: make(map[reflect.Type]*decodeFunc)}
+	return b.build(t)
+}
+
+var (
+	unmarshalerType     = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+	rawMessageType      = reflect.TypeFor[json.RawMessage]()
+	numberType          = reflect.TypeFor[json.Number]()
+)
+
+// builder makes the decodeFuncs of a type and of the types it holds.
+type builder struct {
+	// building holds the types being built, for types that hold
+	// themselves (type Node struct{ Next *Node }).
+	building map[reflect.Type]*decodeFunc
+}
+
+func (b *builder) build(t reflect.Type) decodeFunc {
+	if d, ok := decoders.Load(t); ok {
+		return d.(decodeFunc)
+	}
+	if p, ok := b.building[t]; ok {
+		return func(s *scanner, v reflect.Value) bool {
+			d := *p
+			return d != nil && d(s, v)
+		}
+	}
+	p := new(decodeFunc)
+	b.building[t] = p
+	*p = b.make(t)
+	delete(b.building, t)
+	decoders.Store(t, *p)
+	return *p
+}
+
+func (b *builder) make(t reflect.Type) decodeFunc {
+	switch {
+	case t == rawMessageType:
+		return decodeRaw
+	case t.Kind() == reflect.Pointer:
+		// A pointer's methods are its element's: the element decides.
+		return b.pointer(t)
+	}
+	ptr := reflect.PointerTo(t)
+	if t.Implements(unmarshalerType) || ptr.Implements(unmarshalerType) ||
+		t.Implements(textUnmarshalerType) || ptr.Implements(textUnmarshalerType) {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return decodeBool
+	case reflect.String:
+		if t == numberType {
+			return nil
+		}
+		return decodeString
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return decodeInt
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return decodeUint
+	case reflect.Float32, reflect.Float64:
+		return decodeFloat
+	case reflect.Interface:
+		if t.NumMethod() != 0 {
+			return nil
+		}
+		return decodeInterface
+	case reflect.Slice:
+		return b.slice(t)
+	case reflect.Map:
+		return b.mapOf(t)
+	case reflect.Struct:
+		return b.structOf(t)
+	}
+	return nil // arrays, complex numbers, channels, functions
+}
+
+func (b *builder) pointer(t reflect.Type) decodeFunc {
+	elem := b.build(t.Elem())
+	if elem == nil {
+		return nil
+	}
+	return func(s *scanner, v reflect.Value) bool {
+		if s.peek() == 'n' {
+			return s.literal("null") // v is already nil
+		}
+		p := reflect.New(t.Elem())
+		if !elem(s, p.Elem()) {
+			return false
+		}
+		v.Set(p)
+		return true
+	}
+}
+
+func (b *builder) slice(t reflect.Type) decodeFunc {
+	if t.Elem().Kind() == reflect.Uint8 {
+		return nil // base64 text or an array of numbers: encoding/json's
+	}
+	elem := b.build(t.Elem())
+	if elem == nil {
+		return nil
+	}
+	return func(s *scanner, v reflect.Value) bool {
+		switch s.peek() {
+		case 'n':
+			return s.literal("null")
+		case '[':
+		default:
+			return false
+		}
+		s.pos++
+		if s.peek() == ']' {
+			s.pos++
+			v.Set(reflect.MakeSlice(t, 0, 0)) // [] is empty, not nil
+			return true
+		}
+		for n := 0; ; n++ {
+			if n == v.Cap() {
+				v.Grow(max(n, 4)) // doubling, from 4: results' lists are short
+			}
+			v.SetLen(n + 1)
+			if !elem(s, v.Index(n)) {
+				return false
+			}
+			if !s.next() {
+				return s.done(']')
+			}
+		}
+	}
+}
+
+func (b *builder) mapOf(t reflect.Type) decodeFunc {
+	key := t.Key()
+	if key.Kind() != reflect.String || reflect.PointerTo(key).Implements(textUnmarshalerType) {
+		return nil // integer keys and text keys: encoding/json's
+	}
+	elem := b.build(t.Elem())
+	if elem == nil {
+		return nil
+	}
+	return func(s *scanner, v reflect.Value) bool {
+		switch s.peek() {
+		case 'n':
+			return s.literal("null")
+		case '{':
+		default:
+			return false
+		}
+		s.pos++
+		m := reflect.MakeMap(t)
+		v.Set(m)
+		if s.peek() == '}' {
+			s.pos++
+			return true
+		}
+		k := reflect.New(key).Elem()
+		for {
+			name, ok := s.name()
+			if !ok {
+				return false
+			}
+			k.SetString(string(name))
+			e := reflect.New(t.Elem()).Elem()
+			if !elem(s, e) {
+				return false
+			}
+			m.SetMapIndex(k, e)
+			if !s.next() {
+				return s.done('}')
+			}
+		}
+	}
+}
+
+// field is a struct field that JSON names.
+type field struct {
+	name   string
+	folded string // name folded as encoding/json matches names without case
+	index  int
+	dec    decodeFunc
+}
+
+// maxFields bounds the fields of a struct Decode takes (a bit each, to
+// tell a field named twice).
+const maxFields = 64
+
+func (b *builder) structOf(t reflect.Type) decodeFunc {
+	var fields []field
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if sf.Anonymous {
+			return nil // embedded fields: encoding/json's promotion rules
+		}
+		if !sf.IsExported() {
+			continue
+		}
+		tag := sf.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if hasOption(opts, "string") {
+			return nil
+		}
+		if !isValidTag(name) {
+			name = sf.Name
+		}
+		fields = append(fields, field{name: name, folded: string(appendFolded(nil, []byte(name))), index: i})
+	}
+	if len(fields) > maxFields {
+		return nil
+	}
+	for i := range fields {
+		for j := range i {
+			if fields[j].name == fields[i].name {
+				return nil // encoding/json drops or picks by tags
+			}
+		}
+	}
+	// The decoders of the fields' types come after the list is known, so
+	// that a type that holds itself finds its own decoder in building.
+	for i := range fields {
+		if fields[i].dec = b.build(t.Field(fields[i].index).Type); fields[i].dec == nil {
+			return nil
+		}
+	}
+	return func(s *scanner, v reflect.Value) bool {
+		switch s.peek() {
+		case 'n':
+			return s.literal("null") // a struct ignores null
+		case '{':
+		default:
+			return false
+		}
+		s.pos++
+		if s.peek() == '}' {
+			s.pos++
+			return true
+		}
+		var seen uint64
+		var fold [32]byte
+		for {
+			name, ok := s.name()
+			if !ok {
+				return false
+			}
+			f := lookup(fields, name, fold[:0])
+			if f < 0 {
+				if !s.skip(0) {
+					return false
+				}
+			} else {
+				if seen&(1<<f) != 0 {
+					return false // two names of one field: encoding/json merges
+				}
+				seen |= 1 << f
+				if !fields[f].dec(s, v.Field(fields[f].index)) {
+					return false
+				}
+			}
+			if !s.next() {
+				return s.done('}')
+			}
+		}
+	}
+}
+
+// lookup returns the index in fields of the field name decodes into, as
+// encoding/json finds it: the field of that exact name, else the first
+// whose name is equal without case (Unicode simple folding); -1 for none.
+func lookup(fields []field, name, buf []byte) int {
+	for i := range fields {
+		if fields[i].name == string(name) {
+			return i
+		}
+	}
+	folded := appendFolded(buf, name)
+	for i := range fields {
+		if fields[i].folded == string(folded) {
+			return i
+		}
+	}
+	return -1
+}
+
+// appendFolded appends name folded as encoding/json folds field names:
+// ASCII letters upper case, other runes the smallest of their fold set.
+func appendFolded(dst, name []byte) []byte {
+	for i := 0; i < len(name); {
+		if c := name[i]; c < utf8.RuneSelf {
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(name[i:])
+		for {
+			r2 := unicode.SimpleFold(r)
+			if r2 <= r {
+				r = r2
+				break
+			}
+			r = r2
+		}
+		dst = utf8.AppendRune(dst, r)
+		i += n
+	}
+	return dst
+}
+
+// hasOption reports whether the comma-separated tag options opts hold name.
+func hasOption(opts, name string) bool {
+	for opts != "" {
+		var o string
+		o, opts, _ = strings.Cut(opts, ",")
+		if o == name {
+			return true
+		}
+	}
+	return false
+}
+
+// isValidTag is encoding/json's test of a tag name: letters, digits and
+// punctuation other than backslash and quotes.
+func isValidTag(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		switch {
+		case strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c):
+		case !unicode.IsLetter(c) && !unicode.IsDigit(c):
+			return false
+		}
+	}
+	return true
+}
+
+func decodeBool(s *scanner, v reflect.Value) bool {
+	switch s.peek() {
+	case 't':
+		v.SetBool(true)
+		return s.literal("true")
+	case 'f':
+		return s.literal("false")
+	case 'n':
+		return s.literal("null")
+	}
+	return false
+}
+
+func decodeString(s *scanner, v reflect.Value) bool {
+	switch s.peek() {
+	case '"':
+		str, ok := s.str()
+		if ok {
+			v.SetString(string(str))
+		}
+		return ok
+	case 'n':
+		return s.literal("null")
+	}
+	return false
+}
+
+func decodeInt(s *scanner, v reflect.Value) bool {
+	if s.peek() == 'n' {
+		return s.literal("null")
+	}
+	num, ok := s.number()
+	if !ok {
+		return false
+	}
+	n, err := strconv.ParseInt(unsafeString(num), 10, 64)
+	if err != nil || v.OverflowInt(n) {
+		return false
+	}
+	v.SetInt(n)
+	return true
+}
+
+func decodeUint(s *scanner, v reflect.Value) bool {
+	if s.peek() == 'n' {
+		return s.literal("null")
+	}
+	num, ok := s.number()
+	if !ok {
+		return false
+	}
+	n, err := strconv.ParseUint(unsafeString(num), 10, 64)
+	if err != nil || v.OverflowUint(n) {
+		return false
+	}
+	v.SetUint(n)
+	return true
+}
+
+func decodeFloat(s *scanner, v reflect.Value) bool {
+	if s.peek() == 'n' {
+		return s.literal("null")
+	}
+	num, ok := s.number()
+	if !ok {
+		return false
+	}
+	f, err := strconv.ParseFloat(unsafeString(num), v.Type().Bits())
+	if err != nil || v.OverflowFloat(f) {
+		return false
+	}
+	v.SetFloat(f)
+	return true
+}
+
+func decodeRaw(s *scanner, v reflect.Value) bool {
+	start := s.pos
+	if !s.skip(0) {
+		return false
+	}
+	v.SetBytes(append([]byte(nil), s.data[start:s.pos]...))
+	return true
+}
+
+func decodeInterface(s *scanner, v reflect.Value) bool {
+	a, ok := s.anyValue(0)
+	if ok && a != nil {
+		v.Set(reflect.ValueOf(a))
+	}
+	return ok
+}
+
+// unsafeString views b as a string for a call that does not keep it.
+func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// maxDepth bounds the nesting Decode follows; deeper values are
+// encoding/json's.
+const maxDepth = 1000
+
+// scanner reads JSON without white space, strictly: anything it does not
+// expect makes its methods report false.
+type scanner struct {
+	data []byte
+	pos  int
+}
+
+// peek returns the byte at the position, 0 at the end.
+func (s *scanner) peek() byte {
+	if s.pos < len(s.data) {
+		return s.data[s.pos]
+	}
+	return 0
+}
+
+// literal consumes lit (true, false or null).
+func (s *scanner) literal(lit string) bool {
+	if !strings.HasPrefix(unsafeString(s.data[s.pos:]), lit) {
+		return false
+	}
+	s.pos += len(lit)
+	return true
+}
+
+// next consumes a comma and reports true, or reports false at anything
+// else (the caller then expects the end of the array or object).
+func (s *scanner) next() bool {
+	if s.peek() == ',' {
+		s.pos++
+		return true
+	}
+	return false
+}
+
+// done consumes end.
+func (s *scanner) done(end byte) bool {
+	if s.peek() == end {
+		s.pos++
+		return true
+	}
+	return false
+}
+
+// name reads an object member's name and the colon after it.
+func (s *scanner) name() ([]byte, bool) {
+	if s.peek() != '"' {
+		return nil, false
+	}
+	name, ok := s.str()
+	if !ok || s.peek() != ':' {
+		return nil, false
+	}
+	s.pos++
+	return name, true
+}
+
+// str reads a string and returns its value, which shares memory with the
+// input when the string has no escape.
+func (s *scanner) str() ([]byte, bool) {
+	start := s.pos
+	i := start + 1
+	ascii, escaped := true, false
+	for ; i < len(s.data); i++ {
+		c := s.data[i]
+		switch {
+		case c == '"':
+			raw := s.data[start : i+1]
+			s.pos = i + 1
+			body := raw[1 : len(raw)-1]
+			if !ascii && !utf8.Valid(body) {
+				return nil, false // encoding/json replaces bad bytes
+			}
+			if !escaped {
+				return body, true
+			}
+			out, err := canonjson.Unquote(nil, raw)
+			return out, err == nil
+		case c == '\\':
+			escaped = true
+			i++ // the escaped byte; Unquote checks the escape
+		case c < 0x20:
+			return nil, false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return nil, false
+}
+
+// number reads a number of JSON's grammar and returns its text.
+func (s *scanner) number() ([]byte, bool) {
+	d, i := s.data, s.pos
+	if i < len(d) && d[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(d) && d[i] == '0':
+		i++
+	case i < len(d) && '1' <= d[i] && d[i] <= '9':
+		i = digits(d, i)
+	default:
+		return nil, false
+	}
+	if i < len(d) && d[i] == '.' {
+		j := digits(d, i+1)
+		if j == i+1 {
+			return nil, false
+		}
+		i = j
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		j := digits(d, i)
+		if j == i {
+			return nil, false
+		}
+		i = j
+	}
+	num := d[s.pos:i]
+	s.pos = i
+	return num, true
+}
+
+func digits(d []byte, i int) int {
+	for i < len(d) && '0' <= d[i] && d[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+// skip reads past one value, checking its grammar.
+func (s *scanner) skip(depth int) bool {
+	switch s.peek() {
+	case '"':
+		_, ok := s.str()
+		return ok
+	case 't':
+		return s.literal("true")
+	case 'f':
+		return s.literal("false")
+	case 'n':
+		return s.literal("null")
+	case '[':
+		if depth >= maxDepth {
+			return false
+		}
+		s.pos++
+		if s.done(']') {
+			return true
+		}
+		for {
+			if !s.skip(depth + 1) {
+				return false
+			}
+			if !s.next() {
+				return s.done(']')
+			}
+		}
+	case '{':
+		if depth >= maxDepth {
+			return false
+		}
+		s.pos++
+		if s.done('}') {
+			return true
+		}
+		for {
+			if _, ok := s.name(); !ok || !s.skip(depth+1) {
+				return false
+			}
+			if !s.next() {
+				return s.done('}')
+			}
+		}
+	}
+	_, ok := s.number()
+	return ok
+}
+
+// anyValue reads a value as encoding/json decodes it into an empty
+// interface: map[string]any, []any, string, float64, bool or nil.
+func (s *scanner) anyValue(depth int) (any, bool) {
+	switch s.peek() {
+	case '"':
+		str, ok := s.str()
+		return string(str), ok
+	case 't':
+		return true, s.literal("true")
+	case 'f':
+		return false, s.literal("false")
+	case 'n':
+		return nil, s.literal("null")
+	case '[':
+		if depth >= maxDepth {
+			return nil, false
+		}
+		s.pos++
+		out := []any{}
+		if s.done(']') {
+			return out, true
+		}
+		for {
+			v, ok := s.anyValue(depth + 1)
+			if !ok {
+				return nil, false
+			}
+			out = append(out, v)
+			if !s.next() {
+				return out, s.done(']')
+			}
+		}
+	case '{':
+		if depth >= maxDepth {
+			return nil, false
+		}
+		s.pos++
+		out := map[string]any{}
+		if s.done('}') {
+			return out, true
+		}
+		for {
+			name, ok := s.name()
+			if !ok {
+				return nil, false
+			}
+			v, ok := s.anyValue(depth + 1)
+			if !ok {
+				return nil, false
+			}
+			out[string(name)] = v
+			if !s.next() {
+				return out, s.done('}')
+			}
+		}
+	}
+	num, ok := s.number()
+	if !ok {
+		return nil, false
+	}
+	f, err := strconv.ParseFloat(unsafeString(num), 64)
+	return f, err == nil
+}

@@ -1,0 +1,208 @@
+package resultjson_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/pyrula/caseworker/bundle/canonjson"
+	"github.com/pyrula/caseworker/flow/internal/resultjson"
+)
+
+type inner struct {
+	A int     `json:"a"`
+	B *string `json:"b,omitempty"`
+}
+
+type label string
+
+type node struct {
+	Value int   `json:"value"`
+	Next  *node `json:"next"`
+	Kids  []node
+}
+
+// probe has fields of the kinds results decode into, and the ones where
+// decoders tend to differ: names matched without case (ASCII and Unicode
+// folding), invalid tags, a "-," tag, unexported fields, raw messages,
+// interfaces, named types, narrow numbers, nested pointers.
+type probe struct {
+	ID       int                        `json:"id"`
+	Name     string                     `json:"name"`
+	Total    float64                    `json:"total"`
+	Ratio    float32                    `json:"ratio"`
+	Small    int8                       `json:"small"`
+	U        uint                       `json:"u"`
+	U8       uint8                      `json:"u8"`
+	Items    []string                   `json:"items"`
+	Map      map[string]any             `json:"map"`
+	Labels   map[label]label            `json:"labels"`
+	Inner    *inner                     `json:"inner"`
+	Inners   []inner                    `json:"inners"`
+	PP       **int                      `json:"pp"`
+	Raw      json.RawMessage            `json:"raw"`
+	RawPtr   *json.RawMessage           `json:"raw_ptr"`
+	RawMap   map[string]json.RawMessage `json:"raw_map"`
+	Any      any                        `json:"any"`
+	Flag     bool                       `json:"flag"`
+	Mixed    string                     `json:"MiXeD"`
+	Kelvin   string                     `json:"kelvin"` // "\u212aelvin" (Kelvin sign) folds to it
+	Bad      string                     `json:"a\\b"`   // an invalid tag: the field's name is used
+	Dash     string                     `json:"-,"`
+	Skipped  string                     `json:"-"`
+	NoTag    int
+	Node     *node                    `json:"node"`
+	Nested   [][]map[string][]float64 `json:"nested"`
+	internal int
+}
+
+// outside are types Decode leaves to encoding/json.
+type withArray struct {
+	Arr [2]int `json:"arr"`
+}
+type withBytes struct {
+	B []byte `json:"b"`
+}
+type withQuoted struct {
+	N int `json:"n,string"`
+}
+type withEmbedded struct {
+	inner
+	C int `json:"c"`
+}
+type withTwins struct {
+	A int `json:"B"`
+	B int
+}
+type withNumber struct {
+	N json.Number `json:"n"`
+}
+type withIntKeys struct {
+	M map[int]string `json:"m"`
+}
+type withStringer struct {
+	S interface{ String() string } `json:"s"`
+}
+
+// check decodes in into a T with Decode and with encoding/json: when
+// Decode takes it, both must give the same value and encoding/json no
+// error. It returns whether Decode took it.
+func check[T any](t *testing.T, in []byte) bool {
+	t.Helper()
+	var got T
+	if !resultjson.Decode(in, &got) {
+		return false
+	}
+	var want T
+	if err := json.Unmarshal(in, &want); err != nil {
+		t.Fatalf("%T %s: Decode took what encoding/json refuses: %v (got %#v)", got, in, err, got)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%T %s:\ngot  %#v\nwant %#v", got, in, got, want)
+	}
+	return true
+}
+
+func checkAll(t *testing.T, in []byte) {
+	t.Helper()
+	check[probe](t, in)
+	check[any](t, in)
+	check[map[string]json.RawMessage](t, in)
+	check[map[string]any](t, in)
+	check[[]any](t, in)
+	check[[]inner](t, in)
+	check[*node](t, in)
+	check[string](t, in)
+	check[float64](t, in)
+	check[int](t, in)
+	check[*int](t, in)
+	check[bool](t, in)
+	check[json.RawMessage](t, in)
+}
+
+var inputs = []string{
+	`{"id":1,"items":["a"],"name":"x","total":1.5}`,
+	`{"ID":2,"NAME":"y","mixed":"m","Kelvin":"k","noTAG":3}`,
+	`{"\u212aelvin":"kelvin sign","a\\b":"bad tag","Bad":"field name","-":"dash","Skipped":"no","internal":4}`,
+	`{"ratio":3.4028235e+38,"small":-128,"u":18446744073709551615,"u8":255}`,
+	`{"ratio":1e+39}`, `{"small":300}`, `{"u":-1}`, `{"u8":256}`, `{"id":1.5}`, `{"id":1e2}`, `{"total":1e400}`,
+	`{"items":"a"}`, `{"items":[1]}`, `{"name":1}`, `{"flag":"true"}`, `{"flag":null,"id":null,"name":null,"total":null}`,
+	`{"map":{"a":[1,{"b":null}],"c":1e+16,"d":"\u00e9\n\"\\"},"labels":{"k":"v"}}`,
+	`{"inner":{"a":1,"b":"s"},"inners":[{"a":2},null,{}]}`, `{"inner":null,"inners":null,"items":null,"map":null}`,
+	`{"items":[],"map":{},"inners":[]}`,
+	`{"pp":7}`, `{"pp":null}`,
+	`{"raw":{"z":[1,2]},"raw_ptr":null,"raw_map":{"k":null,"l":[true]},"any":[true,"s",1.25,null]}`,
+	`{"raw":null,"raw_ptr":[1]}`,
+	`{"node":{"Kids":[{"value":3}],"next":{"next":{"value":2},"value":1},"value":0}}`,
+	`{"nested":[[{"a":[1,2.5]},{}],[]]}`,
+	`{"id":1,"ID":2}`, `{"Name":"a","name":"b"}`,
+	`{"unknown":{"deep":[1,{"x":null}],"s":"\ud83d\ude00"},"id":5}`,
+	`null`, `[]`, `{}`, `1`, `-0`, `"s"`, `true`, `[{"a":1},{"b":"x"}]`, `[1,"a",null]`,
+	`{"a":1,}`, `[1,]`, `{"a" :1}`, ` {}`, `{"a":1} `, `[01]`, `{"a":tru}`, `"\x"`, `"\ud800"`, `{"id":1}{}`,
+}
+
+func TestDecodeMatchesEncodingJSON(t *testing.T) {
+	for _, in := range inputs {
+		checkAll(t, []byte(in))
+	}
+}
+
+// TestDecodeTakesResults: the types and values results have are decoded
+// here, not handed back to encoding/json.
+func TestDecodeTakesResults(t *testing.T) {
+	for _, in := range []string{
+		`{"id":1,"items":["a","b"],"name":"x","total":1.5,"ratio":0.5,"small":-1,"u":2,"u8":3}`,
+		`{"ID":2,"NAME":"y","\u212aelvin":"k","flag":true}`,
+		`{"any":{"a":[1,"x",null,false]},"inner":{"a":1,"b":"s"},"inners":[{"a":2},null],"labels":{"k":"v"}}`,
+		`{"map":{"a":{"b":[]}},"node":{"next":{"value":1}},"pp":3,"raw":{"z":1},"raw_map":{"k":null}}`,
+		`{"unknown":[{"x":"\u00e9\n"}],"nested":[[{"a":[1]}]]}`,
+		`null`, `{}`,
+	} {
+		if !check[probe](t, []byte(in)) {
+			t.Errorf("probe %s: left to encoding/json", in)
+		}
+	}
+	for _, in := range []string{`{"a":[1,{"b":null}],"c":"d"}`, `[]`, `"s"`, `1.5`, `null`} {
+		if !check[any](t, []byte(in)) {
+			t.Errorf("any %s: left to encoding/json", in)
+		}
+	}
+}
+
+// TestDecodeLeavesOthers: types with encoding/json rules of their own are
+// left to it, whatever the input.
+func TestDecodeLeavesOthers(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		took bool
+	}{
+		{`{"arr":[1,2]}`, resultjson.Decode([]byte(`{"arr":[1,2]}`), new(withArray))},
+		{`{"b":"aGk="}`, resultjson.Decode([]byte(`{"b":"aGk="}`), new(withBytes))},
+		{`{"n":"1"}`, resultjson.Decode([]byte(`{"n":"1"}`), new(withQuoted))},
+		{`{"a":1,"c":2}`, resultjson.Decode([]byte(`{"a":1,"c":2}`), new(withEmbedded))},
+		{`{"B":1}`, resultjson.Decode([]byte(`{"B":1}`), new(withTwins))},
+		{`{"n":1}`, resultjson.Decode([]byte(`{"n":1}`), new(withNumber))},
+		{`{"m":{"1":"a"}}`, resultjson.Decode([]byte(`{"m":{"1":"a"}}`), new(withIntKeys))},
+		{`{"s":null}`, resultjson.Decode([]byte(`{"s":null}`), new(withStringer))},
+	} {
+		if c.took {
+			t.Errorf("%s: Decode took a type it leaves to encoding/json", c.in)
+		}
+	}
+}
+
+// FuzzDecode: on any input, canonical or not, whatever Decode takes it
+// decodes as encoding/json does.
+//
+//	go test -run '^$' -fuzz FuzzDecode -fuzztime 60s ./flow/internal/resultjson/
+func FuzzDecode(f *testing.F) {
+	for _, in := range inputs {
+		f.Add([]byte(in))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		checkAll(t, in)
+		if canon, err := canonjson.Canonicalize(in); err == nil {
+			checkAll(t, canon)
+		}
+	})
+}
