@@ -105,13 +105,20 @@ func NewVerifyingReader(blob io.Reader, want Hash) io.ReadCloser {
 }
 
 func (v *verifyingReader) start() error {
-	var head [4]byte
+	var head [zstd.HeaderMaxSize]byte
 	n, err := io.ReadFull(v.blob, head[:])
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return err
 	}
-	if !bytes.Equal(head[:n], zstdMagic) {
+	if !bytes.HasPrefix(head[:n], zstdMagic) {
 		return messages.Errorf(messages.BundleCorrupt, "bundle %s: stored bytes are not a zstd frame (re-export it)", v.want.Short())
+	}
+	// A long bundle's hasher starts now, so that its goroutine runs by the
+	// time the first piece is decompressed (waking the other core takes
+	// about as long as decompressing that piece).
+	var h zstd.Header
+	if h.Decode(head[:n]) == nil && h.HasFCS && h.FrameContentSize > hashInline {
+		v.h.start()
 	}
 	dec, err := getStoredDecoder()
 	if err != nil {
