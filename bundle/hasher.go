@@ -18,7 +18,7 @@ import (
 const (
 	hashInline = 256 << 10
 	hashPiece  = 64 << 10
-	maxPieces  = 128 // 4 MiB
+	maxPieces  = 64 // 4 MiB
 )
 
 // freePieces holds the pieces of finished hashers, least recently used
