@@ -27,32 +27,35 @@ type node struct {
 // folding), invalid tags, a "-," tag, unexported fields, raw messages,
 // interfaces, named types, narrow numbers, nested pointers.
 type probe struct {
-	ID       int                        `json:"id"`
-	Name     string                     `json:"name"`
-	Total    float64                    `json:"total"`
-	Ratio    float32                    `json:"ratio"`
-	Small    int8                       `json:"small"`
-	U        uint                       `json:"u"`
-	U8       uint8                      `json:"u8"`
-	Items    []string                   `json:"items"`
-	Map      map[string]any             `json:"map"`
-	Labels   map[label]label            `json:"labels"`
-	Inner    *inner                     `json:"inner"`
-	Inners   []inner                    `json:"inners"`
-	PP       **int                      `json:"pp"`
-	Raw      json.RawMessage            `json:"raw"`
-	RawPtr   *json.RawMessage           `json:"raw_ptr"`
-	RawMap   map[string]json.RawMessage `json:"raw_map"`
-	Any      any                        `json:"any"`
-	Flag     bool                       `json:"flag"`
-	Mixed    string                     `json:"MiXeD"`
-	Kelvin   string                     `json:"kelvin"` // "\u212aelvin" (Kelvin sign) folds to it
-	Bad      string                     `json:"a\\b"`   // an invalid tag: the field's name is used
-	Dash     string                     `json:"-,"`
-	Skipped  string                     `json:"-"`
-	NoTag    int
-	Node     *node                    `json:"node"`
-	Nested   [][]map[string][]float64 `json:"nested"`
+	ID     int                        `json:"id"`
+	Name   string                     `json:"name"`
+	Total  float64                    `json:"total"`
+	Ratio  float32                    `json:"ratio"`
+	Small  int8                       `json:"small"`
+	U      uint                       `json:"u"`
+	U8     uint8                      `json:"u8"`
+	Items  []string                   `json:"items"`
+	Map    map[string]any             `json:"map"`
+	Labels map[label]label            `json:"labels"`
+	Inner  *inner                     `json:"inner"`
+	Inners []inner                    `json:"inners"`
+	PP     **int                      `json:"pp"`
+	Raw    json.RawMessage            `json:"raw"`
+	RawPtr *json.RawMessage           `json:"raw_ptr"`
+	RawMap map[string]json.RawMessage `json:"raw_map"`
+	Any    any                        `json:"any"`
+	Flag   bool                       `json:"flag"`
+	Mixed  string                     `json:"MiXeD"`
+	Kelvin string                     `json:"kelvin"` // "\u212aelvin" (Kelvin sign) folds to it
+	//lint:ignore SA5008 an invalid tag on purpose: the field's name is used
+	Bad string `json:"a\\b"`
+	//lint:ignore SA5008 the field named "-", on purpose
+	Dash    string `json:"-,"`
+	Skipped string `json:"-"`
+	NoTag   int
+	Node    *node                    `json:"node"`
+	Nested  [][]map[string][]float64 `json:"nested"`
+	//lint:ignore U1000 an unexported field, which decoding must leave alone
 	internal int
 }
 
