@@ -10,7 +10,7 @@ import (
 
 // unmarshalResult decodes a call's result (canonical JSON) into a new T,
 // as json.Unmarshal does. resultjson decodes the types results usually
-// have (several times faster than encoding/json); for the others, and for
+// have (about three times as fast as encoding/json); for the others, and for
 // input it leaves, go-json-experiment's v1 emulation tries (the
 // implementation behind encoding/json's jsonv2 experiment, about twice as
 // fast); when that fails, encoding/json decodes the value again into a

@@ -1,5 +1,5 @@
 // Package resultjson decodes a call's result, canonical JSON, into a Go
-// value as encoding/json's Unmarshal does, three to four times faster, for
+// value as encoding/json's Unmarshal does, about three times faster, for
 // the types results usually have: booleans, strings, numbers, structs
 // without embedded fields, slices, string-keyed maps, pointers, any and
 // json.RawMessage. For any other type (one with its own UnmarshalJSON or
@@ -155,16 +155,11 @@ func (b *builder) slice(t reflect.Type) decodeFunc {
 		return nil
 	}
 	return func(s *scanner, v reflect.Value) bool {
-		switch s.peek() {
-		case 'n':
-			return s.literal("null")
-		case '[':
-		default:
-			return false
+		null, ok := s.open('[')
+		if !ok || null {
+			return ok // v is already nil
 		}
-		s.pos++
-		if s.peek() == ']' {
-			s.pos++
+		if s.done(']') {
 			v.Set(reflect.MakeSlice(t, 0, 0)) // [] is empty, not nil
 			return true
 		}
@@ -193,18 +188,13 @@ func (b *builder) mapOf(t reflect.Type) decodeFunc {
 		return nil
 	}
 	return func(s *scanner, v reflect.Value) bool {
-		switch s.peek() {
-		case 'n':
-			return s.literal("null")
-		case '{':
-		default:
-			return false
+		null, ok := s.open('{')
+		if !ok || null {
+			return ok // v is already nil
 		}
-		s.pos++
 		m := reflect.MakeMap(t)
 		v.Set(m)
-		if s.peek() == '}' {
-			s.pos++
+		if s.done('}') {
 			return true
 		}
 		k := reflect.New(key).Elem()
@@ -279,17 +269,9 @@ func (b *builder) structOf(t reflect.Type) decodeFunc {
 		}
 	}
 	return func(s *scanner, v reflect.Value) bool {
-		switch s.peek() {
-		case 'n':
-			return s.literal("null") // a struct ignores null
-		case '{':
-		default:
-			return false
-		}
-		s.pos++
-		if s.peek() == '}' {
-			s.pos++
-			return true
+		null, ok := s.open('{')
+		if !ok || null || s.done('}') {
+			return ok // a struct ignores null
 		}
 		var seen uint64
 		var fold [32]byte
@@ -419,53 +401,45 @@ func decodeString(s *scanner, v reflect.Value) bool {
 	return false
 }
 
-func decodeInt(s *scanner, v reflect.Value) bool {
-	if s.peek() == 'n' {
-		return s.literal("null")
+// decodeNumber returns the decoder of a number kind: it reads a number
+// (null leaves the value as it is) and set sets v from its text, reporting
+// false for text v's type cannot hold.
+func decodeNumber(set func(text string, v reflect.Value) bool) decodeFunc {
+	return func(s *scanner, v reflect.Value) bool {
+		num, ok := s.numberOrNull()
+		if !ok || num == nil {
+			return ok
+		}
+		return set(unsafeString(num), v)
 	}
-	num, ok := s.number()
-	if !ok {
-		return false
-	}
-	n, err := strconv.ParseInt(unsafeString(num), 10, 64)
-	if err != nil || v.OverflowInt(n) {
-		return false
-	}
-	v.SetInt(n)
-	return true
 }
 
-func decodeUint(s *scanner, v reflect.Value) bool {
-	if s.peek() == 'n' {
-		return s.literal("null")
-	}
-	num, ok := s.number()
-	if !ok {
-		return false
-	}
-	n, err := strconv.ParseUint(unsafeString(num), 10, 64)
-	if err != nil || v.OverflowUint(n) {
-		return false
-	}
-	v.SetUint(n)
-	return true
-}
-
-func decodeFloat(s *scanner, v reflect.Value) bool {
-	if s.peek() == 'n' {
-		return s.literal("null")
-	}
-	num, ok := s.number()
-	if !ok {
-		return false
-	}
-	f, err := strconv.ParseFloat(unsafeString(num), v.Type().Bits())
-	if err != nil || v.OverflowFloat(f) {
-		return false
-	}
-	v.SetFloat(f)
-	return true
-}
+var (
+	decodeInt = decodeNumber(func(text string, v reflect.Value) bool {
+		n, err := strconv.ParseInt(text, 10, 64)
+		if err != nil || v.OverflowInt(n) {
+			return false
+		}
+		v.SetInt(n)
+		return true
+	})
+	decodeUint = decodeNumber(func(text string, v reflect.Value) bool {
+		n, err := strconv.ParseUint(text, 10, 64)
+		if err != nil || v.OverflowUint(n) {
+			return false
+		}
+		v.SetUint(n)
+		return true
+	})
+	decodeFloat = decodeNumber(func(text string, v reflect.Value) bool {
+		f, err := strconv.ParseFloat(text, v.Type().Bits())
+		if err != nil || v.OverflowFloat(f) {
+			return false
+		}
+		v.SetFloat(f)
+		return true
+	})
+)
 
 func decodeRaw(s *scanner, v reflect.Value) bool {
 	start := s.pos
@@ -525,6 +499,19 @@ func (s *scanner) next() bool {
 	return false
 }
 
+// open consumes c, the opening bracket of an array or object, or a null:
+// null says which, ok false is for anything else.
+func (s *scanner) open(c byte) (null, ok bool) {
+	switch s.peek() {
+	case c:
+		s.pos++
+		return false, true
+	case 'n':
+		return true, s.literal("null")
+	}
+	return false, false
+}
+
 // done consumes end.
 func (s *scanner) done(end byte) bool {
 	if s.peek() == end {
@@ -578,6 +565,14 @@ func (s *scanner) str() ([]byte, bool) {
 		}
 	}
 	return nil, false
+}
+
+// numberOrNull reads a number and returns its text, or null (nil text).
+func (s *scanner) numberOrNull() ([]byte, bool) {
+	if s.peek() == 'n' {
+		return nil, s.literal("null")
+	}
+	return s.number()
 }
 
 // number reads a number of JSON's grammar and returns its text.
