@@ -159,7 +159,7 @@ func (b *builder) slice(t reflect.Type) decodeFunc {
 		if !ok || null {
 			return ok // v is already nil
 		}
-		if s.done(']') {
+		if s.close(']') {
 			v.Set(reflect.MakeSlice(t, 0, 0)) // [] is empty, not nil
 			return true
 		}
@@ -172,7 +172,7 @@ func (b *builder) slice(t reflect.Type) decodeFunc {
 				return false
 			}
 			if !s.next() {
-				return s.done(']')
+				return s.close(']')
 			}
 		}
 	}
@@ -194,7 +194,7 @@ func (b *builder) mapOf(t reflect.Type) decodeFunc {
 		}
 		m := reflect.MakeMap(t)
 		v.Set(m)
-		if s.done('}') {
+		if s.close('}') {
 			return true
 		}
 		k := reflect.New(key).Elem()
@@ -210,7 +210,7 @@ func (b *builder) mapOf(t reflect.Type) decodeFunc {
 			}
 			m.SetMapIndex(k, e)
 			if !s.next() {
-				return s.done('}')
+				return s.close('}')
 			}
 		}
 	}
@@ -270,7 +270,7 @@ func (b *builder) structOf(t reflect.Type) decodeFunc {
 	}
 	return func(s *scanner, v reflect.Value) bool {
 		null, ok := s.open('{')
-		if !ok || null || s.done('}') {
+		if !ok || null || s.close('}') {
 			return ok // a struct ignores null
 		}
 		var seen uint64
@@ -282,7 +282,7 @@ func (b *builder) structOf(t reflect.Type) decodeFunc {
 			}
 			f := lookup(fields, name, fold[:0])
 			if f < 0 {
-				if !s.skip(0) {
+				if !s.skip(s.depth) {
 					return false
 				}
 			} else {
@@ -295,7 +295,7 @@ func (b *builder) structOf(t reflect.Type) decodeFunc {
 				}
 			}
 			if !s.next() {
-				return s.done('}')
+				return s.close('}')
 			}
 		}
 	}
@@ -443,7 +443,7 @@ var (
 
 func decodeRaw(s *scanner, v reflect.Value) bool {
 	start := s.pos
-	if !s.skip(0) {
+	if !s.skip(s.depth) {
 		return false
 	}
 	v.SetBytes(append([]byte(nil), s.data[start:s.pos]...))
@@ -451,7 +451,7 @@ func decodeRaw(s *scanner, v reflect.Value) bool {
 }
 
 func decodeInterface(s *scanner, v reflect.Value) bool {
-	a, ok := s.anyValue(0)
+	a, ok := s.anyValue(s.depth)
 	if ok && a != nil {
 		v.Set(reflect.ValueOf(a))
 	}
@@ -461,15 +461,16 @@ func decodeInterface(s *scanner, v reflect.Value) bool {
 // unsafeString views b as a string for a call that does not keep it.
 func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-// maxDepth bounds the nesting Decode follows; deeper values are
-// encoding/json's.
+// maxDepth bounds the nesting Decode follows (encoding/json's bound is
+// 10,000); deeper values are encoding/json's.
 const maxDepth = 1000
 
 // scanner reads JSON without white space, strictly: anything it does not
 // expect makes its methods report false.
 type scanner struct {
-	data []byte
-	pos  int
+	data  []byte
+	pos   int
+	depth int // of the arrays and objects open
 }
 
 // peek returns the byte at the position, 0 at the end.
@@ -500,16 +501,29 @@ func (s *scanner) next() bool {
 }
 
 // open consumes c, the opening bracket of an array or object, or a null:
-// null says which, ok false is for anything else.
+// null says which, ok false is for anything else and past maxDepth.
 func (s *scanner) open(c byte) (null, ok bool) {
 	switch s.peek() {
 	case c:
+		if s.depth++; s.depth > maxDepth {
+			return false, false
+		}
 		s.pos++
 		return false, true
 	case 'n':
 		return true, s.literal("null")
 	}
 	return false, false
+}
+
+// close consumes end, the closing bracket of what open opened.
+func (s *scanner) close(end byte) bool {
+	if s.peek() == end {
+		s.pos++
+		s.depth--
+		return true
+	}
+	return false
 }
 
 // done consumes end.

@@ -3,6 +3,7 @@ package resultjson_test
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/pyrula/caseworker/bundle/canonjson"
@@ -208,4 +209,35 @@ func FuzzDecode(f *testing.F) {
 			checkAll(t, canon)
 		}
 	})
+}
+
+// TestDecodeDepth: nesting is followed to a bound (encoding/json has one
+// of its own), in typed values, in any and in skipped members alike.
+func TestDecodeDepth(t *testing.T) {
+	nested := func(depth int, open, leaf, close string) []byte {
+		return []byte(strings.Repeat(open, depth) + leaf + strings.Repeat(close, depth))
+	}
+	for _, c := range []struct {
+		name string
+		in   []byte
+		took func([]byte) bool
+	}{
+		{"typed", nested(999, `{"next":`, `{"value":1}`, `}`), func(b []byte) bool { return check[node](t, b) }},
+		{"any", nested(1000, `[`, `1`, `]`), func(b []byte) bool { return check[any](t, b) }},
+		{"skipped", nested(1000, `{"x":`, `1`, `}`), func(b []byte) bool { return check[inner](t, b) }},
+	} {
+		if !c.took(c.in) {
+			t.Errorf("%s: 1,000 levels left to encoding/json", c.name)
+		}
+		deeper := append(append([]byte(`[`), c.in...), ']')
+		if c.name != "any" {
+			deeper = append(append([]byte(`{"next":`), c.in...), '}')
+			if c.name == "skipped" {
+				deeper = append(append([]byte(`{"x":`), c.in...), '}')
+			}
+		}
+		if c.took(deeper) {
+			t.Errorf("%s: 1,001 levels decoded", c.name)
+		}
+	}
 }
