@@ -91,8 +91,9 @@ func Step[I, O any](ctx context.Context, name string, input I, fn func(ctx conte
 		return out, r.stopf(messages.RuntimeError, "step %s: volatile fields %v at the call, but %s declared %v",
 			name, o.volatile, r.t.info.Name, rules.Spec().Fields)
 	}
-	s := callSpec{kind: KindStep, counter: "step:" + name, prefix: name + ":", name: name,
-		effect: effect, input: input, token: "step:" + name, rules: rules}
+	token := "step:" + name // also the call counter's name
+	s := callSpec{kind: KindStep, counter: token, prefix: name + ":", name: name,
+		effect: effect, input: input, token: token, rules: rules}
 	err = r.call(ctx, s, func(ctx context.Context, _ Call, _ time.Time) (any, error) {
 		return fn(ctx, input)
 	}, decodeInto(&out))

@@ -524,8 +524,10 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 	if s.tokenIsKey {
 		c.Token = "step:" + key
 	}
-	if req, ok := s.input.(ModelRequest); ok && s.kind == KindModel {
-		c.Model = &req
+	if s.kind == KindModel {
+		if req, ok := s.input.(ModelRequest); ok {
+			c.Model = &req // only a model call pays for the copy
+		}
 	}
 	if ferr != nil {
 		return r.stopLocked(&StopError{Code: messages.RuntimeError, Message: fmt.Sprintf("call %s: %v", c.ID(), ferr), StopKey: c.ID()})
