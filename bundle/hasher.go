@@ -81,19 +81,20 @@ func (a *asyncHasher) Write(p []byte) {
 	}
 }
 
-// get returns an empty piece: a finished hasher's, a new one while this
-// hasher holds fewer than maxPieces, else the next one its goroutine
-// gives back.
+// get returns an empty piece: while this hasher holds fewer than
+// maxPieces, a finished hasher's or a new one; else the next one its
+// goroutine gives back. The bound keeps both channels from filling (the
+// goroutine never waits to give a piece back), whatever other hashers
+// give back meanwhile.
 func (a *asyncHasher) get() []byte {
-	select {
-	case b := <-freePieces:
-		a.pieces++
-		return b[:0]
-	default:
-	}
 	if a.pieces < maxPieces {
 		a.pieces++
-		return make([]byte, 0, hashPiece)
+		select {
+		case b := <-freePieces:
+			return b[:0]
+		default:
+			return make([]byte, 0, hashPiece)
+		}
 	}
 	return <-a.free
 }

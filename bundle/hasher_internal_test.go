@@ -3,7 +3,9 @@ package bundle
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 )
 
@@ -41,5 +43,48 @@ func TestAsyncHasher(t *testing.T) {
 	}
 	if len(freePieces) == 0 {
 		t.Fatal("finished hashers gave no piece back")
+	}
+}
+
+// Hashers running at once share the pieces finished ones give back; each
+// still hashes exactly its own bytes.
+func TestAsyncHashersAtOnce(t *testing.T) {
+	const hashers = 8
+	rng := rand.New(rand.NewPCG(7, 8))
+	pool := make([]byte, 3*maxPieces*hashPiece)
+	for i := range pool {
+		pool[i] = byte(rng.Uint32())
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, hashers)
+	for g := range hashers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 9))
+			for round := range 4 {
+				from := rng.IntN(len(pool) - hashInline)
+				data := pool[from : from+hashInline+rng.IntN(len(pool)-from-hashInline)]
+				a := newAsyncHasher()
+				if round%2 == 0 {
+					a.start()
+				}
+				for p := data; len(p) > 0; {
+					n := min(len(p), 1+rng.IntN(200_000))
+					a.Write(p[:n])
+					p = p[n:]
+				}
+				want := sha256.Sum256(data)
+				if got := a.Sum(); string(got) != hex.EncodeToString(want[:]) {
+					errs <- fmt.Errorf("hasher %d, round %d (%d bytes): sum %s, want %x", g, round, len(data), got, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
