@@ -282,7 +282,7 @@ func (b *builder) structOf(t reflect.Type) decodeFunc {
 			}
 			f := lookup(fields, name, fold[:0])
 			if f < 0 {
-				if !s.skip(s.depth) {
+				if !s.skip() {
 					return false
 				}
 			} else {
@@ -443,7 +443,7 @@ var (
 
 func decodeRaw(s *scanner, v reflect.Value) bool {
 	start := s.pos
-	if !s.skip(s.depth) {
+	if !s.skip() {
 		return false
 	}
 	v.SetBytes(append([]byte(nil), s.data[start:s.pos]...))
@@ -451,7 +451,7 @@ func decodeRaw(s *scanner, v reflect.Value) bool {
 }
 
 func decodeInterface(s *scanner, v reflect.Value) bool {
-	a, ok := s.anyValue(s.depth)
+	a, ok := s.anyValue()
 	if ok && a != nil {
 		v.Set(reflect.ValueOf(a))
 	}
@@ -521,15 +521,6 @@ func (s *scanner) close(end byte) bool {
 	if s.peek() == end {
 		s.pos++
 		s.depth--
-		return true
-	}
-	return false
-}
-
-// done consumes end.
-func (s *scanner) done(end byte) bool {
-	if s.peek() == end {
-		s.pos++
 		return true
 	}
 	return false
@@ -634,7 +625,7 @@ func digits(d []byte, i int) int {
 }
 
 // skip reads past one value, checking its grammar.
-func (s *scanner) skip(depth int) bool {
+func (s *scanner) skip() bool {
 	switch s.peek() {
 	case '"':
 		_, ok := s.str()
@@ -646,35 +637,33 @@ func (s *scanner) skip(depth int) bool {
 	case 'n':
 		return s.literal("null")
 	case '[':
-		if depth >= maxDepth {
+		if _, ok := s.open('['); !ok {
 			return false
 		}
-		s.pos++
-		if s.done(']') {
+		if s.close(']') {
 			return true
 		}
 		for {
-			if !s.skip(depth + 1) {
+			if !s.skip() {
 				return false
 			}
 			if !s.next() {
-				return s.done(']')
+				return s.close(']')
 			}
 		}
 	case '{':
-		if depth >= maxDepth {
+		if _, ok := s.open('{'); !ok {
 			return false
 		}
-		s.pos++
-		if s.done('}') {
+		if s.close('}') {
 			return true
 		}
 		for {
-			if _, ok := s.name(); !ok || !s.skip(depth+1) {
+			if _, ok := s.name(); !ok || !s.skip() {
 				return false
 			}
 			if !s.next() {
-				return s.done('}')
+				return s.close('}')
 			}
 		}
 	}
@@ -684,7 +673,7 @@ func (s *scanner) skip(depth int) bool {
 
 // anyValue reads a value as encoding/json decodes it into an empty
 // interface: map[string]any, []any, string, float64, bool or nil.
-func (s *scanner) anyValue(depth int) (any, bool) {
+func (s *scanner) anyValue() (any, bool) {
 	switch s.peek() {
 	case '"':
 		str, ok := s.str()
@@ -696,31 +685,29 @@ func (s *scanner) anyValue(depth int) (any, bool) {
 	case 'n':
 		return nil, s.literal("null")
 	case '[':
-		if depth >= maxDepth {
+		if _, ok := s.open('['); !ok {
 			return nil, false
 		}
-		s.pos++
 		out := []any{}
-		if s.done(']') {
+		if s.close(']') {
 			return out, true
 		}
 		for {
-			v, ok := s.anyValue(depth + 1)
+			v, ok := s.anyValue()
 			if !ok {
 				return nil, false
 			}
 			out = append(out, v)
 			if !s.next() {
-				return out, s.done(']')
+				return out, s.close(']')
 			}
 		}
 	case '{':
-		if depth >= maxDepth {
+		if _, ok := s.open('{'); !ok {
 			return nil, false
 		}
-		s.pos++
 		out := map[string]any{}
-		if s.done('}') {
+		if s.close('}') {
 			return out, true
 		}
 		for {
@@ -728,13 +715,13 @@ func (s *scanner) anyValue(depth int) (any, bool) {
 			if !ok {
 				return nil, false
 			}
-			v, ok := s.anyValue(depth + 1)
+			v, ok := s.anyValue()
 			if !ok {
 				return nil, false
 			}
 			out[string(name)] = v
 			if !s.next() {
-				return out, s.done('}')
+				return out, s.close('}')
 			}
 		}
 	}
