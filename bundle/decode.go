@@ -61,6 +61,8 @@ func decodeCanonical(src []byte, b *Bundle) error {
 			return decodeString(value, &r.Kind)
 		case "fingerprint":
 			return decodeString(value, &r.Fingerprint)
+		case "input":
+			r.Input = json.RawMessage(value[:len(value):len(value)])
 		case "result":
 			r.Result = json.RawMessage(value[:len(value):len(value)])
 		case "error":
@@ -188,6 +190,8 @@ func decodeTrusted(src []byte, b *Bundle, history, results int) error {
 				err = str(v, i, &r.Kind)
 			case `"fingerprint"`:
 				err = str(v, i, &r.Fingerprint)
+			case `"input"`:
+				r.Input = json.RawMessage(v)
 			case `"result"`:
 				r.Result = json.RawMessage(v)
 			case `"error"`:

@@ -180,7 +180,7 @@ func Encode(b *Bundle) (*Canonical, error) {
 		size += len(h) + 1
 	}
 	for _, r := range results {
-		size += len(r.Key) + len(r.Kind) + len(r.Result) + len(r.Error) + 128
+		size += len(r.Key) + len(r.Kind) + len(r.Input) + len(r.Result) + len(r.Error) + 128
 	}
 	buf := make([]byte, 0, size)
 	buf = append(buf, `{"history":[`...)
@@ -205,6 +205,10 @@ func Encode(b *Bundle) (*Canonical, error) {
 		}
 		buf = append(buf, `"fingerprint":`...)
 		buf = canonjson.AppendQuoted(buf, []byte(r.Fingerprint))
+		if r.Input != nil {
+			buf = append(buf, `,"input":`...)
+			buf = append(buf, r.Input...)
+		}
 		buf = append(buf, `,"key":`...)
 		buf = canonjson.AppendQuoted(buf, []byte(r.Key))
 		buf = append(buf, `,"kind":`...)

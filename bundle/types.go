@@ -96,10 +96,16 @@ type Capture struct {
 
 // Result is one recorded call result: exactly one of Result and Error is set
 // (a JSON null result is the four bytes "null", which counts as set).
+// Input, when set, is the call's recorded input: a capture keeps it on the
+// results of calls made after the fork (whose call:start events are not in
+// the history), so that a case run can say which fields of such a call
+// changed. A bundle saved without it still reads and replays; its
+// divergences after the fork name the call but not the fields.
 type Result struct {
 	Key         string          `json:"key"`
 	Kind        string          `json:"kind"`
 	Fingerprint string          `json:"fingerprint"`
+	Input       json.RawMessage `json:"input,omitempty"`
 	Result      json.RawMessage `json:"result,omitempty"`
 	Error       json.RawMessage `json:"error,omitempty"`
 }

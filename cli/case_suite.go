@@ -67,6 +67,9 @@ type suiteLine struct {
 	// Divergence is the call that left the recording, with both
 	// fingerprints and the field-level input diff.
 	Divergence *replay.Divergence `json:"divergence"`
+	// ChangedAxes are what the case run changed from the recording
+	// (replay.Outcome.ChangedAxes: under case test, code_version or none).
+	ChangedAxes []string `json:"changed_axes"`
 	// UnconsumedKeys are the recorded calls the run never made.
 	UnconsumedKeys []string `json:"unconsumed_keys"`
 	PrefixCalls    int      `json:"prefix_calls"`
@@ -272,7 +275,7 @@ func (a *app) testOne(ctx context.Context, c suiteCase, s store.Store, target st
 
 // testCase reads one case and runs it replay-only.
 func (a *app) testCase(ctx context.Context, c suiteCase, s store.Store, target string) suiteLine {
-	line := suiteLine{Type: "case", UnconsumedKeys: []string{}, StopKey: json.RawMessage("null")}
+	line := suiteLine{Type: "case", UnconsumedKeys: []string{}, ChangedAxes: []string{}, StopKey: json.RawMessage("null")}
 	if c.file != "" {
 		line.File, line.name = strp(c.file), c.file
 	} else {
@@ -337,6 +340,9 @@ func (a *app) testCase(ctx context.Context, c suiteCase, s store.Store, target s
 		line.StopKey = o.StopKey
 	}
 	line.Divergence = o.Divergence
+	if o.ChangedAxes != nil {
+		line.ChangedAxes = o.ChangedAxes
+	}
 	if o.UnconsumedKeys != nil {
 		line.UnconsumedKeys = *o.UnconsumedKeys
 	}
@@ -443,17 +449,11 @@ func failureMessage(l suiteLine) string {
 		if d.RecordedCall != "" && d.RecordedCall != d.Call {
 			fmt.Fprintf(&b, ", recorded %s", d.RecordedCall)
 		}
+		if what := d.What(); what != "" {
+			fmt.Fprintf(&b, ": %s", what)
+		}
 		if d.RecordedFingerprint != "" {
-			fmt.Fprintf(&b, ": recorded fingerprint %s", d.RecordedFingerprint)
-		}
-		if d.ActualFingerprint != "" {
-			fmt.Fprintf(&b, ", actual %s", d.ActualFingerprint)
-		}
-		if d.Diff != nil {
-			fmt.Fprintf(&b, "; input added %v, removed %v, changed %v", d.Diff.Added, d.Diff.Removed, d.Diff.Changed)
-			if len(d.Diff.Ignored) > 0 {
-				fmt.Fprintf(&b, ", ignored (volatile) %v", d.Diff.Ignored)
-			}
+			fmt.Fprintf(&b, " (recorded fingerprint %s, actual %s)", d.RecordedFingerprint, d.ActualFingerprint)
 		}
 		if d.RulesChanged != nil {
 			b.WriteString("; the code's volatile-field rules differ from the recorded ones")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/bundle/volatile"
+	"github.com/pyrula/caseworker/explain"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/messages"
 )
@@ -101,23 +102,68 @@ type Params struct {
 	Options
 }
 
-// Divergence says which call left the recording and how: the call made,
-// the call recorded at the same position (prefix) or under the same key,
-// both fingerprints, and a field-level diff of the inputs where the
-// recording holds the recorded input (call:start events in the history).
+// Divergence says which call left the recording and what changed in it:
+// the call made, the call recorded at the same position (prefix) or under
+// the same key, both fingerprints, and a field-level diff of the inputs
+// (with --values, the recorded and the actual value at each path). The
+// recording keeps the input of a prefix call in its call:start event and
+// of a later call on its result; a case saved before results kept inputs
+// has none for the calls after its fork, and NoInput says so in words. A
+// model call's divergence also says which parts of its input changed
+// (Model). Role says how the call relates to the calls that changed
+// before it in the same run (explain.Tracker): the first is the cause.
 // A recorded call is verified under the volatile-field rules the bundle
 // recorded: the diff lists the paths those rules ignore apart, and when the
 // code declares other rules for the call, RulesChanged holds both sets and
 // ActualFingerprint is the call's fingerprint under the recorded ones.
 type Divergence struct {
-	Seq                 int          `json:"seq"`
-	Call                string       `json:"call"`
-	ActualFingerprint   string       `json:"actual_fingerprint"`
-	RecordedCall        string       `json:"recorded_call,omitempty"`
-	RecordedFingerprint string       `json:"recorded_fingerprint,omitempty"`
-	Diff                *InputDiff   `json:"diff,omitempty"`
-	RulesChanged        *RulesChange `json:"rules_changed,omitempty"`
+	Seq                 int                  `json:"seq"`
+	Call                string               `json:"call"`
+	ActualFingerprint   string               `json:"actual_fingerprint"`
+	RecordedCall        string               `json:"recorded_call,omitempty"`
+	RecordedFingerprint string               `json:"recorded_fingerprint,omitempty"`
+	Role                string               `json:"role,omitempty"`
+	CausedBy            string               `json:"caused_by,omitempty"`
+	Diff                *InputDiff           `json:"diff,omitempty"`
+	NoInput             string               `json:"no_input,omitempty"`
+	Model               *explain.ModelChange `json:"model,omitempty"`
+	RulesChanged        *RulesChange         `json:"rules_changed,omitempty"`
 }
+
+// What words what changed in the call on one line: the parts of a model
+// call, else the input fields, else why the recording cannot tell.
+func (d *Divergence) What() string {
+	switch {
+	case d == nil:
+		return ""
+	case d.Model != nil && len(d.Model.Parts) > 0:
+		return d.Model.Summary()
+	case d.Diff != nil:
+		return d.Diff.Summary()
+	case d.NoInput != "":
+		return d.NoInput
+	}
+	return ""
+}
+
+// ChangeRef is one changed or diverging call on the outcome line, in run
+// order: its role and, for a consequent call, the call that caused it.
+type ChangeRef struct {
+	Seq      int    `json:"seq"`
+	Call     string `json:"call"`
+	Role     string `json:"role"`
+	CausedBy string `json:"caused_by,omitempty"`
+}
+
+// The axes of Outcome.ChangedAxes: what a case run changed from the
+// recording.
+const (
+	AxisCodeVersion     = "code_version"
+	AxisModel           = "model"
+	AxisPrompt          = "prompt"
+	AxisInputs          = "inputs"
+	AxisSuppliedAnswers = "supplied_answers"
+)
 
 // CallLine is the {"type":"call"} line of a new post-fork call.
 type CallLine struct {
@@ -130,6 +176,9 @@ type CallLine struct {
 	Provenance  string          `json:"provenance"`
 	Result      json.RawMessage `json:"result,omitempty"`
 	Error       json.RawMessage `json:"error,omitempty"`
+	// Change, on a line whose provenance is changed, says what changed in
+	// the call's input and its role.
+	Change *Divergence `json:"change,omitempty"`
 }
 
 // CodeVersions are the recorded and current code versions of the target.
@@ -151,6 +200,18 @@ type Outcome struct {
 	StopToken  json.RawMessage `json:"stop_token,omitempty"`
 	Reason     string          `json:"reason,omitempty"`
 	Divergence *Divergence     `json:"divergence,omitempty"`
+	// Cause is the first call that changed or diverged; absent when none
+	// did.
+	Cause string `json:"cause,omitempty"`
+	// Changes are the calls that changed or diverged, in run order, with
+	// their roles; always an array.
+	Changes []ChangeRef `json:"changes"`
+	// ChangedAxes say what the case run changed from the recording, of
+	// code_version (the target's code version differs from the recorded
+	// one), model (--model), prompt (--prompt-file), inputs (--input) and
+	// supplied_answers (a --supply entry answered a call), in that order;
+	// always an array.
+	ChangedAxes []string `json:"changed_axes"`
 	// Provenance counts the call lines (the new post-fork calls; every
 	// call with FromStart) by provenance.
 	Provenance map[string]int `json:"provenance"`
@@ -266,6 +327,10 @@ type engine struct {
 	outcome      *Outcome
 	callLineErr  error           // the first case:call append that failed
 	usedSupply   map[string]bool // supplied entries that answered a call, as in UnusedSupply
+	tracker      explain.Tracker        // the roles of changed calls
+	pending      map[string]*Divergence // what changed in a call resolved as changed, until it is observed
+	changes      []ChangeRef
+	axes         []string // the changed axes known at start (all but supplied_answers)
 	line         lineCtx         // the context of case:call appends
 }
 
@@ -332,12 +397,21 @@ func Run(ctx context.Context, p Params) (Report, error) {
 			e.inputs[keyOf(*ev.Call)] = ev.Input
 		}
 	}
+	for _, r := range p.Bundle.Results {
+		// The inputs of calls after the fork, where the recording keeps
+		// them; a call:start in the history comes first.
+		k := callKey{flow.CallKind(r.Kind), r.Key}
+		if _, ok := e.inputs[k]; !ok && r.Input != nil {
+			e.inputs[k] = r.Input
+		}
+	}
 	inputs := map[string]json.RawMessage{}
 	if len(m.Inputs) > 0 && string(m.Inputs) != "null" {
 		if err := json.Unmarshal(m.Inputs, &inputs); err != nil {
 			return Report{}, messages.Errorf(messages.BundleCorrupt, "manifest inputs: %v", err)
 		}
 	}
+	e.axes = e.startAxes(inputs)
 	for k, v := range p.Inputs {
 		inputs[k] = v
 	}
@@ -415,19 +489,16 @@ func (e *engine) verifyPrefix(c flow.Call) flow.Resolution {
 	rec := e.prefix[c.Seq]
 	id := c.ID()
 	if rec.ref.ID() != id || !e.sameFingerprint(c, rec.ref.Fingerprint, rec.input, true) {
-		d := &Divergence{Seq: c.Seq, Call: id, ActualFingerprint: c.Fingerprint,
-			RecordedCall: rec.ref.ID(), RecordedFingerprint: rec.ref.Fingerprint}
 		if rec.ref.ID() != id {
-			e.divergence = d
+			d := &Divergence{Seq: c.Seq, Call: id, ActualFingerprint: c.Fingerprint,
+				RecordedCall: rec.ref.ID(), RecordedFingerprint: rec.ref.Fingerprint}
+			e.noteDivergence(d, c, nil)
 			return e.stop(c, messages.PrefixDiverged, "prefix call %d: the recording has %s, the target made %s", c.Seq, rec.ref.ID(), id)
 		}
-		d.ActualFingerprint, d.RulesChanged = e.verifiedFingerprint(c), e.rulesChange(c)
-		if rec.input != nil {
-			d.Diff = e.diff(c, rec.input)
-		}
-		e.divergence = d
-		return e.stop(c, messages.PrefixDiverged, "prefix call %d %s: recorded fingerprint %s, actual %s%s%s",
-			c.Seq, id, rec.ref.Fingerprint, d.ActualFingerprint, diffText(d.Diff), rulesText(d.RulesChanged))
+		d := e.explainCall(c, rec.ref.Fingerprint, rec.input, true)
+		e.noteDivergence(d, c, rec.input)
+		return e.stop(c, messages.PrefixDiverged, "prefix call %d %s: input changed: %s (recorded fingerprint %s, actual %s)%s",
+			c.Seq, id, d.What(), rec.ref.Fingerprint, d.ActualFingerprint, rulesText(d.RulesChanged))
 	}
 	i, ok := e.index[keyOf(c.CallRef)]
 	if !ok {
@@ -487,14 +558,51 @@ func (e *engine) sameFingerprint(c flow.Call, fp string, recInput json.RawMessag
 	return err == nil && got == fp
 }
 
-func diffText(d *InputDiff) string {
-	if d == nil {
-		return ""
+// explainCall builds the divergence of call c from its recording: its
+// identity, both fingerprints, the field diff against the recorded input
+// (with values under --values) and, for a model call, the parts that
+// changed. recInput is the recorded input, nil when the recording keeps
+// none (prefix says where the call is, for the words of NoInput).
+func (e *engine) explainCall(c flow.Call, recordedFP string, recInput json.RawMessage, prefix bool) *Divergence {
+	id := c.ID()
+	d := &Divergence{Seq: c.Seq, Call: id, ActualFingerprint: e.verifiedFingerprint(c),
+		RecordedCall: id, RecordedFingerprint: recordedFP, RulesChanged: e.rulesChange(c)}
+	if recInput == nil {
+		if prefix {
+			d.NoInput = fmt.Sprintf("the recording keeps no input for %s, so the fields that changed cannot be named", id)
+		} else {
+			d.NoInput = fmt.Sprintf("the case keeps no input for %s, a call after its fork (it was saved before cases kept those inputs): "+
+				"save the run again (pyrula case save, or pyrula dev) to see which fields changed", id)
+		}
+		return d
 	}
-	if len(d.Ignored) > 0 {
-		return fmt.Sprintf(" (input fields added %v, removed %v, changed %v; ignored as volatile %v)", d.Added, d.Removed, d.Changed, d.Ignored)
+	d.Diff = e.diff(c, recInput)
+	if d.Diff == nil {
+		return d
 	}
-	return fmt.Sprintf(" (input fields added %v, removed %v, changed %v)", d.Added, d.Removed, d.Changed)
+	if e.p.Values {
+		d.Diff.addValues(recInput, c.Input)
+	}
+	if c.Kind == flow.KindModel {
+		d.Model = explain.Model(recInput, c.Input, d.Diff.Paths())
+	}
+	return d
+}
+
+// noteDivergence makes d the run's divergence (the call that stopped it)
+// and gives it its role among the calls that changed before it.
+func (e *engine) noteDivergence(d *Divergence, c flow.Call, recInput json.RawMessage) {
+	e.divergence = d
+	e.addChange(d, explain.Call{ID: d.Call, Input: c.Input, RecordedInput: recInput})
+}
+
+// addChange gives d its role (the tracker sees calls in the order they
+// finish, which is run order but for calls that run at once) and lists it
+// on the outcome.
+func (e *engine) addChange(d *Divergence, c explain.Call) {
+	r := e.tracker.Add(c)
+	d.Role, d.CausedBy = r.Role, r.CausedBy
+	e.changes = append(e.changes, ChangeRef{Seq: d.Seq, Call: d.Call, Role: d.Role, CausedBy: d.CausedBy})
 }
 
 // recorded answers a call with its recorded result or error.
@@ -520,6 +628,7 @@ func (e *engine) ladder(c flow.Call) flow.Resolution {
 	i, ok := e.index[k]
 	var rec bundle.Result
 	replaced, badError := false, false
+	var inputChanged *Divergence // what changed, when the call's input did
 	// A receive of a signal that the case run sent itself, and sent in
 	// this case run, gets what was sent: the recorded answer holds the
 	// recorded send's payload.
@@ -538,6 +647,13 @@ func (e *engine) ladder(c flow.Call) flow.Resolution {
 			badError = true
 		}
 		replaced = true
+		if !fromRun && !badError {
+			inputChanged = e.explainCall(c, rec.Fingerprint, e.inputs[k], false)
+			if e.pending == nil {
+				e.pending = map[string]*Divergence{}
+			}
+			e.pending[c.ID()] = inputChanged
+		}
 	}
 	id := c.ID()
 	prov := ProvLive
@@ -552,23 +668,23 @@ func (e *engine) ladder(c flow.Call) flow.Resolution {
 		switch {
 		case badError:
 			e.reason = ReasonRecordedError
+		case inputChanged != nil:
+			e.reason = ReasonInputChanged
+			d = inputChanged
+			delete(e.pending, id)
 		case replaced:
 			e.reason = ReasonInputChanged
 			d.RecordedCall, d.RecordedFingerprint = id, rec.Fingerprint
-			d.ActualFingerprint, d.RulesChanged = e.verifiedFingerprint(c), e.rulesChange(c)
-			if in, ok := e.inputs[k]; ok {
-				d.Diff = e.diff(c, in)
-			}
 		default:
 			e.reason = ReasonUnexpectedCall
 		}
-		e.divergence = d
+		e.noteDivergence(d, c, e.inputs[k])
 		switch e.reason {
 		case ReasonRecordedError:
 			return e.stop(c, messages.ReplayDiverged, "%s: the recording holds an error that cannot be replayed (%s)", id, rec.Error)
 		case ReasonInputChanged:
-			return e.stop(c, messages.ReplayDiverged, "%s: input changed: recorded fingerprint %s, actual %s%s%s",
-				id, rec.Fingerprint, d.ActualFingerprint, diffText(d.Diff), rulesText(d.RulesChanged))
+			return e.stop(c, messages.ReplayDiverged, "%s: input changed: %s (recorded fingerprint %s, actual %s)%s",
+				id, d.What(), rec.Fingerprint, d.ActualFingerprint, rulesText(d.RulesChanged))
 		}
 		return e.stop(c, messages.ReplayDiverged, "%s: unexpected call: the recording has no such call", id)
 	}
@@ -712,6 +828,73 @@ func (e *engine) llmRef() *string {
 	return &ref
 }
 
+// outcomeValue is a call's result, else its error.
+func outcomeValue(r bundle.Result) json.RawMessage {
+	if r.Error != nil {
+		return r.Error
+	}
+	return r.Result
+}
+
+// startAxes are the changed axes known before the run starts: the code
+// version, --model, --prompt-file and --input against the recording
+// (recorded the manifest's inputs).
+func (e *engine) startAxes(recorded map[string]json.RawMessage) []string {
+	m := e.p.Bundle.Manifest
+	axes := []string{}
+	if m.CodeVersion != e.target.CodeVersion {
+		axes = append(axes, AxisCodeVersion)
+	}
+	var rc struct {
+		Model string `json:"model"`
+	}
+	_ = json.Unmarshal(m.RecordedConfig, &rc)
+	if e.p.Model != "" && e.p.Model != rc.Model {
+		axes = append(axes, AxisModel)
+	}
+	if e.p.System != "" {
+		if sys, ok := e.recordedSystem(); !ok || sys != e.p.System {
+			axes = append(axes, AxisPrompt)
+		}
+	}
+	for k, v := range e.p.Inputs {
+		if was, ok := recorded[k]; !ok || !sameJSON(was, v) {
+			axes = append(axes, AxisInputs)
+			break
+		}
+	}
+	return axes
+}
+
+// recordedSystem is the system prompt of the recording's first model call
+// whose input it keeps.
+func (e *engine) recordedSystem() (string, bool) {
+	first := -1
+	var input json.RawMessage
+	for k, in := range e.inputs {
+		if k.kind != flow.KindModel {
+			continue
+		}
+		n, err := strconv.Atoi(k.key)
+		if err == nil && (first < 0 || n < first) {
+			first, input = n, in
+		}
+	}
+	var req struct {
+		System *string `json:"system"`
+	}
+	if first < 0 || json.Unmarshal(input, &req) != nil || req.System == nil {
+		return "", false
+	}
+	return *req.System, true
+}
+
+// sameJSON says that two JSON values are equal field by field.
+func sameJSON(a, b json.RawMessage) bool {
+	d := DiffInputs(a, b)
+	return d != nil && len(d.Paths()) == 0
+}
+
 // maxTokensOf is a model call's answer bound.
 func maxTokensOf(c flow.Call) int64 {
 	if c.Model != nil && c.Model.MaxTokens > 0 {
@@ -761,6 +944,14 @@ func (e *engine) Observe(ctx context.Context, o flow.Observation) {
 	}
 	line := CallLine{Type: "call", Seq: c.Seq, Kind: string(c.Kind), Key: c.Key, Effect: string(c.Effect),
 		Fingerprint: c.Fingerprint, Provenance: prov}
+	if d, ok := e.pending[c.ID()]; ok && prov == ProvChanged {
+		delete(e.pending, c.ID())
+		k := keyOf(c.CallRef)
+		recorded := e.p.Bundle.Results[e.index[k]]
+		e.addChange(d, explain.Call{ID: d.Call, Input: c.Input, RecordedInput: e.inputs[k],
+			Result: outcomeValue(o.Record), RecordedResult: outcomeValue(recorded)})
+		line.Change = d
+	}
 	if e.p.Values {
 		line.Result, line.Error = o.Record.Result, o.Record.Error
 	}
@@ -839,11 +1030,11 @@ func lineExtra(v any, call bool) map[string]json.RawMessage {
 
 // callLineEvent is the case:call event of line written at at: the call,
 // provenance and seq in the event's typed fields (no map, no JSON built
-// per call), or, for a line with values (or without a provenance), every
+// per call), or, for a line with values or a change (or without a provenance), every
 // field through lineExtra. Both give the same bytes for the same line
 // (TestCallLineEventBytes).
 func callLineEvent(line CallLine, at time.Time) flow.Event {
-	if len(line.Result) > 0 || len(line.Error) > 0 || line.Provenance == "" {
+	if len(line.Result) > 0 || len(line.Error) > 0 || line.Provenance == "" || line.Change != nil {
 		return flow.Event{Kind: flow.EventCaseCall, At: at, Extra: lineExtra(line, true)}
 	}
 	return flow.Event{Kind: flow.EventCaseCall, At: at, CallSeq: int64(line.Seq), Provenance: line.Provenance,
@@ -883,6 +1074,15 @@ func (e *engine) outcomeLocked(term flow.Event, out flow.Outcome) Outcome {
 		o.UnconsumedKeys = &keys
 	}
 	o.UnusedSupply = unusedSupply(e.p.Supply, e.usedSupply)
+	o.Changes = append([]ChangeRef{}, e.changes...)
+	slices.SortStableFunc(o.Changes, func(a, b ChangeRef) int { return a.Seq - b.Seq })
+	if len(o.Changes) > 0 {
+		o.Cause = o.Changes[0].Call
+	}
+	o.ChangedAxes = slices.Clone(e.axes)
+	if len(e.usedSupply) > 0 {
+		o.ChangedAxes = append(o.ChangedAxes, AxisSuppliedAnswers)
+	}
 	return o
 }
 

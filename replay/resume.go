@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/explain"
 	"github.com/pyrula/caseworker/flow"
 )
 
@@ -124,6 +125,20 @@ func (e *engine) resumeCall(c flow.Call, prov string, res bundle.Result) {
 	}
 	line := CallLine{Type: "call", Seq: c.Seq, Kind: string(c.Kind), Key: c.Key, Effect: string(c.Effect),
 		Fingerprint: c.Fingerprint, Provenance: prov}
+	if prov == ProvChanged {
+		// What changed, as the ladder found it when the call was made: a
+		// recorded call whose input changed (not a signal the run sent
+		// itself, which the ladder also marks changed).
+		k := keyOf(c.CallRef)
+		_, fromRun := e.ownSignal(c)
+		if i, ok := e.index[k]; ok && !fromRun && !e.sameFingerprint(c, e.p.Bundle.Results[i].Fingerprint, e.inputs[k], false) {
+			rec := e.p.Bundle.Results[i]
+			d := e.explainCall(c, rec.Fingerprint, e.inputs[k], false)
+			e.addChange(d, explain.Call{ID: d.Call, Input: c.Input, RecordedInput: e.inputs[k],
+				Result: outcomeValue(res), RecordedResult: outcomeValue(rec)})
+			line.Change = d
+		}
+	}
 	if e.p.Values {
 		line.Result, line.Error = res.Result, res.Error
 	}

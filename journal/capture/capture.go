@@ -48,6 +48,9 @@ type Params struct {
 // run this software records, also once the run has moved to the archive, so
 // that a run saves to the same hash before and after its live keys expire.
 //
+// results are every recorded result; those of calls made after the fork
+// carry the call's input (withInputs).
+//
 // history holds the run's events up to the fork, terminal events dropped,
 // as they were recorded, except that the prices of a case run (its
 // run:submitted request's options.prices, see withoutPrices) are left out.
@@ -110,12 +113,57 @@ func Build(r *journal.Run, p Params) (*bundle.Bundle, error) {
 		}
 		b.History = append(b.History, raw)
 	}
-	b.Results = append(b.Results, r.Results...)
+	b.Results = withInputs(r, fork)
 	if !m.Status.Terminal() {
 		note, _ := json.Marshal(fmt.Sprintf("results after run_seq %d: the run is still %s", m.LastSeq, m.Status))
 		b.Manifest.Capture = bundle.Capture{Complete: false, Missing: []json.RawMessage{note}}
 	}
 	return b, nil
+}
+
+// withInputs returns the run's results, each result of a call made after
+// the fork (its call:start is not in the history) carrying the call's input
+// from that call:start event, so that a case run can name the fields of
+// such a call that changed. The results of prefix calls carry none: their
+// call:start events, in the history, hold it.
+func withInputs(r *journal.Run, fork int64) []bundle.Result {
+	out := slices.Clone(r.Results)
+	prefix := map[string]bool{}
+	inputs := map[string]json.RawMessage{}
+	for _, e := range r.Events {
+		c, ok := journal.CallOf(e)
+		if !ok || e.Kind != journal.KindCallStart {
+			continue
+		}
+		id := c.ID()
+		if e.RunSeq <= fork {
+			prefix[id] = true
+			continue
+		}
+		if _, seen := inputs[id]; seen {
+			continue
+		}
+		in := e.Input
+		if len(in) == 0 {
+			var raw json.RawMessage
+			if ok, err := e.Field("input", &raw); ok && err == nil {
+				in = raw
+			}
+		}
+		if len(in) > 0 {
+			inputs[id] = in
+		}
+	}
+	for i, res := range out {
+		id := journal.ResultID(res.Kind, res.Key)
+		if prefix[id] || res.Input != nil {
+			continue
+		}
+		if in, ok := inputs[id]; ok {
+			out[i].Input = in
+		}
+	}
+	return out
 }
 
 // requestField is the field of the run:submitted event of a run the worker
