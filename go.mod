@@ -18,8 +18,8 @@ require (
 
 require (
 	github.com/aymanbagabas/go-udiff v0.4.2 // indirect
-	github.com/chromedp/cdproto v0.160.1 // indirect
-	github.com/chromedp/chromedp v0.23.1 // indirect
+	github.com/chromedp/cdproto v0.160.1
+	github.com/chromedp/chromedp v0.23.1
 )
 
 require (

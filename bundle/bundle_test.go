@@ -18,7 +18,7 @@ import (
 	"github.com/pyrula/caseworker/messages"
 )
 
-var goldenCases = []string{"workflow", "inputs_only", "agent"}
+var goldenCases = []string{"workflow", "inputs_only", "agent", "post_fork"}
 
 func readFile(t *testing.T, name string) []byte {
 	t.Helper()
@@ -540,5 +540,42 @@ func TestValidHash(t *testing.T) {
 	}
 	if !bundle.ValidHash(string(bundle.HashBytes(nil))) {
 		t.Fatal("the hash of nothing is not valid")
+	}
+}
+
+// A result keeps its input and start_seq through Read, Decode and Encode;
+// a start_seq that is not an integer of 1 or more is bundle_corrupt.
+func TestResultInputAndStartSeq(t *testing.T) {
+	t.Parallel()
+	c, err := bundle.Read(bytes.NewReader(readFile(t, "post_fork.input.json")), bundle.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var quote bundle.Result
+	for _, r := range b.Results {
+		if r.Kind == "step" && r.Key == "quote:0" {
+			quote = r
+		}
+	}
+	if quote.StartSeq != 3 || !strings.Contains(string(quote.Input), `"qty":2`) {
+		t.Fatalf("quote:0 = %+v", quote)
+	}
+	again, err := bundle.Encode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Hash() != c.Hash() {
+		t.Fatalf("Encode(Decode) gave %s, want %s", again.Hash(), c.Hash())
+	}
+	for _, bad := range []string{`0`, `-1`, `1.5`, `"3"`, `null`, `1e3`, `9007199254740993`} {
+		doc := strings.Replace(string(readFile(t, "post_fork.canonical.json")), `"start_seq":3`, `"start_seq":`+bad, 1)
+		_, err := bundle.Read(strings.NewReader(doc), bundle.Options{})
+		if code, _ := messages.CodeOf(err); code != messages.BundleCorrupt || !strings.Contains(err.Error(), "start_seq") {
+			t.Errorf("start_seq %s: err = %v, want bundle_corrupt naming start_seq", bad, err)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/pyrula/caseworker/bundle/canonjson"
 )
@@ -63,6 +64,8 @@ func decodeCanonical(src []byte, b *Bundle) error {
 			return decodeString(value, &r.Fingerprint)
 		case "input":
 			r.Input = json.RawMessage(value[:len(value):len(value)])
+		case "start_seq":
+			return decodeStartSeq(value, &r.StartSeq)
 		case "result":
 			r.Result = json.RawMessage(value[:len(value):len(value)])
 		case "error":
@@ -85,6 +88,16 @@ func decodeCanonical(src []byte, b *Bundle) error {
 	if !s.Skip("]}") || s.Pos() != len(src) {
 		return errUnexpected
 	}
+	return nil
+}
+
+// decodeStartSeq decodes a result's start_seq, which validation checked.
+func decodeStartSeq(v []byte, dst *int64) error {
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil {
+		return errUnexpected
+	}
+	*dst = n
 	return nil
 }
 
@@ -192,6 +205,8 @@ func decodeTrusted(src []byte, b *Bundle, history, results int) error {
 				err = str(v, i, &r.Fingerprint)
 			case `"input"`:
 				r.Input = json.RawMessage(v)
+			case `"start_seq"`:
+				err = decodeStartSeq(v, &r.StartSeq)
 			case `"result"`:
 				r.Result = json.RawMessage(v)
 			case `"error"`:

@@ -217,6 +217,10 @@ func Encode(b *Bundle) (*Canonical, error) {
 			buf = append(buf, `,"result":`...)
 			buf = append(buf, r.Result...)
 		}
+		if r.StartSeq > 0 {
+			buf = append(buf, `,"start_seq":`...)
+			buf = strconv.AppendInt(buf, r.StartSeq, 10)
+		}
 		buf = append(buf, '}')
 	}
 	buf = append(buf, `]}`...)
@@ -423,6 +427,7 @@ type resultFields struct {
 	kindOK, keyOK       bool
 	fingerprintOK       bool
 	hasResult, hasError bool
+	startSeqBad         bool // a start_seq that is not an integer ≥ 1
 }
 
 func readCanonical(in io.Reader, maxCanonical, hint int64, compress bool, split int) (*Canonical, error) {
@@ -639,8 +644,26 @@ func (v *resultVisitor) member(name, value []byte) error {
 		v.f.hasResult = true
 	case "error":
 		v.f.hasError = true
+	case "start_seq":
+		v.f.startSeqBad = !validStartSeq(value)
 	}
 	return nil
+}
+
+// validStartSeq says that a result's start_seq (canonical JSON) is an
+// integer from 1 to 2^53-1.
+func validStartSeq(v []byte) bool {
+	if len(v) == 0 || len(v) > 16 || v[0] < '1' || v[0] > '9' {
+		return false
+	}
+	n := int64(0)
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n < 1<<53
 }
 
 // addResult validates the result whose canonical bytes are
@@ -657,6 +680,8 @@ func (r *reader) addResult(start, end int, f *resultFields) error {
 		return corrupt(where()+": fingerprint is missing or not 64 lowercase hex characters", nil)
 	case f.hasResult == f.hasError:
 		return corrupt(where()+": a result has exactly one of result and error", nil)
+	case f.startSeqBad:
+		return corrupt(where()+": start_seq is not an integer of 1 or more", nil)
 	}
 	e := resultEntry{start: uint32(start), end: uint32(end), keyOff: f.keyOff, keyLen: f.keyLen, kind: r.kindID(f.kind)}
 	if i > 0 && r.compareResults(r.results[i-1], e) >= 0 {

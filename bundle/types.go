@@ -96,11 +96,13 @@ type Capture struct {
 
 // Result is one recorded call result: exactly one of Result and Error is set
 // (a JSON null result is the four bytes "null", which counts as set).
-// Input, when set, is the call's recorded input: a capture keeps it on the
-// results of calls made after the fork (whose call:start events are not in
-// the history), so that a case run can say which fields of such a call
-// changed. A bundle saved without it still reads and replays; its
-// divergences after the fork name the call but not the fields.
+// Input and StartSeq, when set, are the call's recorded input and the
+// run_seq of its call:start event: a capture keeps them on the results of
+// calls made after the fork (whose call:start events are not in the
+// history), so that a case run can say which fields of such a call changed
+// and a case diff can list such calls in run order. A bundle saved without
+// them still reads and replays; its divergences after the fork name the
+// call but not the fields.
 type Result struct {
 	Key         string          `json:"key"`
 	Kind        string          `json:"kind"`
@@ -108,6 +110,7 @@ type Result struct {
 	Input       json.RawMessage `json:"input,omitempty"`
 	Result      json.RawMessage `json:"result,omitempty"`
 	Error       json.RawMessage `json:"error,omitempty"`
+	StartSeq    int64           `json:"start_seq,omitempty"`
 }
 
 // Summary is the manifest_summary printed by save and import.

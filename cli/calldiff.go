@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/explain"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/internal/jsondiff"
 )
@@ -25,6 +26,9 @@ type callRec struct {
 	// result and err: exactly one is set for a call with a recorded
 	// outcome; neither for a call started but not done.
 	result, err json.RawMessage
+	// startSeq is the run_seq of the call's call:start when only its
+	// result is known and keeps it; 0 otherwise.
+	startSeq int64
 }
 
 func (c callRec) id() string { return c.kind + ":" + c.key }
@@ -56,9 +60,11 @@ type callStart struct {
 
 // callsOf lists a run's calls in run order: the calls whose call:start is
 // known, in the order of those events, then the calls known only by their
-// result, by kind and then by key with numbers in numeric order ("model:2"
-// before "model:10"). A bundle's history stops at the fork, so its later
-// calls take the second order.
+// result: by the run_seq of their call:start where the result keeps it
+// (start_seq), then by kind and by key with numbers in numeric order
+// ("model:2" before "model:10"). A bundle's history stops at the fork, so
+// its later calls take the second order; their inputs are the ones their
+// results keep (none in a bundle saved before results kept them).
 func callsOf(starts []callStart, results []bundle.Result) []callRec {
 	type k struct{ kind, key string }
 	byKey := make(map[k]bundle.Result, len(results))
@@ -82,11 +88,15 @@ func callsOf(starts []callStart, results []bundle.Result) []callRec {
 	rest := make([]callRec, 0, len(results))
 	for _, r := range results {
 		if !seen[k{r.Kind, r.Key}] {
-			rest = append(rest, callRec{kind: r.Kind, key: r.Key, fingerprint: r.Fingerprint, result: r.Result, err: r.Error})
+			rest = append(rest, callRec{kind: r.Kind, key: r.Key, fingerprint: r.Fingerprint, input: r.Input,
+				result: r.Result, err: r.Error, startSeq: r.StartSeq})
 		}
 	}
 	slices.SortFunc(rest, func(x, y callRec) int {
-		return cmp.Or(strings.Compare(x.kind, y.kind), naturalCompare(x.key, y.key))
+		if (x.startSeq > 0) != (y.startSeq > 0) {
+			return cmp.Compare(y.startSeq, x.startSeq) // with a start_seq first
+		}
+		return cmp.Or(cmp.Compare(x.startSeq, y.startSeq), strings.Compare(x.kind, y.kind), naturalCompare(x.key, y.key))
 	})
 	return append(out, rest...)
 }
@@ -222,6 +232,17 @@ type callChange struct {
 	// Value holds the outcomes (result or error) of an added or removed
 	// call, or of a call whose outcome changed kind; with --values only.
 	Value *rawPair `json:"value,omitempty"`
+	// Role, on a call whose input changed (its fingerprint differs), is
+	// its role among those calls in run order (explain.Tracker): cause,
+	// consequent or independent; CausedBy names the call a consequent
+	// one's changed input carries a value of.
+	Role     string `json:"role,omitempty"`
+	CausedBy string `json:"caused_by,omitempty"`
+	// NoInput says, on a call whose fingerprint differs, why its input
+	// diff is missing: a side keeps no input for it.
+	NoInput string `json:"no_input,omitempty"`
+	// Model says what changed in a model call's input.
+	Model *explain.ModelChange `json:"model,omitempty"`
 }
 
 // callCounts counts the calls of a comparison by how they compare.
@@ -262,6 +283,7 @@ func diffCalls(a, b []callRec, values bool) ([]callChange, callCounts) {
 	}
 	var out []callChange
 	var n callCounts
+	var roles explain.Tracker
 	added := func(slot int) {
 		for _, j := range after[slot] {
 			out = append(out, oneSided(b[j], "added", values))
@@ -275,6 +297,11 @@ func diffCalls(a, b []callRec, values bool) ([]callChange, callCounts) {
 			out = append(out, oneSided(ca, "removed", values))
 			n.Removed++
 		} else if ch, differ := compareCall(ca, b[j], values); differ {
+			if ch.Fingerprint.A != nil && ch.Fingerprint.B != nil && *ch.Fingerprint.A != *ch.Fingerprint.B {
+				cb := b[j]
+				r := roles.Add(explain.Call{ID: ca.id(), Input: cb.input, RecordedInput: ca.input, Result: cb.value(), RecordedResult: ca.value()})
+				ch.Role, ch.CausedBy = r.Role, r.CausedBy
+			}
 			out = append(out, ch)
 			n.Changed++
 		} else {
@@ -314,9 +341,15 @@ func compareCall(a, b callRec, values bool) (callChange, bool) {
 		Outcome:     pair[*string]{strp(a.outcome()), strp(b.outcome())}}
 	if a.fingerprint != b.fingerprint {
 		ch.Fields = append(ch.Fields, "fingerprint")
-		if d := diffFields(a.input, b.input, values); !d.empty() {
+		switch d := diffFields(a.input, b.input, values); {
+		case a.input == nil || b.input == nil:
+			ch.NoInput = noInputWords(a.input == nil, b.input == nil)
+		case !d.empty():
 			ch.Fields = append(ch.Fields, "input")
 			ch.Input = d
+			if a.kind == "model" {
+				ch.Model = explain.Model(a.input, b.input, slices.Concat(d.Added, d.Removed, d.Changed))
+			}
 		}
 	}
 	switch {
@@ -339,6 +372,19 @@ func compareCall(a, b callRec, values bool) (callChange, bool) {
 	return ch, len(ch.Fields) > 0
 }
 
+// noInputWords say which side of a comparison keeps no input for a call
+// whose fingerprint differs.
+func noInputWords(a, b bool) string {
+	side := "either side"
+	switch {
+	case a && !b:
+		side = "the first side (a)"
+	case b && !a:
+		side = "the second side (b)"
+	}
+	return "the fingerprints differ but " + side + " keeps no input for this call (a case saved before cases kept the inputs of calls after the fork): save it again to see which fields changed"
+}
+
 // describeChange words a change on one line for a table or a message:
 // "changed fingerprint, input ($.qty), result ($.total)".
 func describeChange(c callChange) string {
@@ -358,7 +404,14 @@ func describeChange(c callChange) string {
 		}
 		parts = append(parts, f+pathsText(d))
 	}
-	return "changed " + strings.Join(parts, ", ")
+	text := "changed " + strings.Join(parts, ", ")
+	switch {
+	case c.Role == explain.Consequent:
+		text += " · consequent of " + c.CausedBy
+	case c.Role != "":
+		text += " · " + c.Role
+	}
+	return text
 }
 
 // pathsText lists a diff's paths in parentheses ("" for none): at most

@@ -301,7 +301,7 @@ func TestCaseTestFailingSuite(t *testing.T) {
 	}
 	for i, want := range map[int][]string{
 		1: {"unconsumed_keys", "step:bye:0"},
-		2: {"prefix_diverged", "at step:quote:0", "recorded fingerprint " + prefix.Divergence.RecordedFingerprint, "input added [$.currency]"},
+		2: {"prefix_diverged", "at step:quote:0", "recorded fingerprint " + prefix.Divergence.RecordedFingerprint, "input fields added $.currency"},
 		3: {"replay_diverged", "(input_changed)", "at step:quote:0"},
 	} {
 		f := s.Cases[i].Failure

@@ -253,7 +253,7 @@ func TestVolatileFieldKeepsThePrefix(t *testing.T) {
 	d := out.Divergence
 	if r.code != 2 || out.Code != "prefix_diverged" || d == nil || d.Call != "step:quote:0" || d.Diff == nil ||
 		fmt.Sprint(d.Diff.Changed) != "[$.sku]" || fmt.Sprint(d.Diff.Ignored) != "[$.request_id]" || d.RulesChanged != nil ||
-		d.ActualFingerprint == d.RecordedFingerprint || !strings.Contains(out.Message, "ignored as volatile [$.request_id]") {
+		d.ActualFingerprint == d.RecordedFingerprint || !strings.Contains(out.Message, "ignored as volatile $.request_id") {
 		t.Fatalf("want prefix_diverged on $.sku with $.request_id ignored\n%s", r)
 	}
 	// Post-fork, replay-only: replay_diverged input_changed on reserve.

@@ -117,17 +117,29 @@ type Params struct {
 // code declares other rules for the call, RulesChanged holds both sets and
 // ActualFingerprint is the call's fingerprint under the recorded ones.
 type Divergence struct {
-	Seq                 int                  `json:"seq"`
-	Call                string               `json:"call"`
-	ActualFingerprint   string               `json:"actual_fingerprint"`
-	RecordedCall        string               `json:"recorded_call,omitempty"`
-	RecordedFingerprint string               `json:"recorded_fingerprint,omitempty"`
-	Role                string               `json:"role,omitempty"`
-	CausedBy            string               `json:"caused_by,omitempty"`
-	Diff                *InputDiff           `json:"diff,omitempty"`
-	NoInput             string               `json:"no_input,omitempty"`
-	Model               *explain.ModelChange `json:"model,omitempty"`
-	RulesChanged        *RulesChange         `json:"rules_changed,omitempty"`
+	Seq                 int    `json:"seq"`
+	Call                string `json:"call"`
+	ActualFingerprint   string `json:"actual_fingerprint"`
+	RecordedCall        string `json:"recorded_call,omitempty"`
+	RecordedFingerprint string `json:"recorded_fingerprint,omitempty"`
+	// Tool is the tool's name, for a tool call (whose key is its
+	// tool-use id).
+	Tool         string               `json:"tool,omitempty"`
+	Role         string               `json:"role,omitempty"`
+	CausedBy     string               `json:"caused_by,omitempty"`
+	Diff         *InputDiff           `json:"diff,omitempty"`
+	NoInput      string               `json:"no_input,omitempty"`
+	Model        *explain.ModelChange `json:"model,omitempty"`
+	RulesChanged *RulesChange         `json:"rules_changed,omitempty"`
+}
+
+// Where names the call: its id, with the tool's name for a tool call
+// ("tool:toolu_01 (lookup_order)").
+func (d *Divergence) Where() string {
+	if d.Tool != "" {
+		return d.Call + " (" + d.Tool + ")"
+	}
+	return d.Call
 }
 
 // What words what changed in the call on one line: the parts of a model
@@ -140,6 +152,8 @@ func (d *Divergence) What() string {
 		return d.Model.Summary()
 	case d.Diff != nil:
 		return d.Diff.Summary()
+	case d.Call != d.RecordedCall && d.RecordedCall != "":
+		return fmt.Sprintf("the target made %s where the recording has %s", d.Call, d.RecordedCall)
 	case d.NoInput != "":
 		return d.NoInput
 	}
@@ -325,13 +339,13 @@ type engine struct {
 	divergence   *Divergence
 	reason       string
 	outcome      *Outcome
-	callLineErr  error           // the first case:call append that failed
-	usedSupply   map[string]bool // supplied entries that answered a call, as in UnusedSupply
+	callLineErr  error                  // the first case:call append that failed
+	usedSupply   map[string]bool        // supplied entries that answered a call, as in UnusedSupply
 	tracker      explain.Tracker        // the roles of changed calls
 	pending      map[string]*Divergence // what changed in a call resolved as changed, until it is observed
 	changes      []ChangeRef
 	axes         []string // the changed axes known at start (all but supplied_answers)
-	line         lineCtx         // the context of case:call appends
+	line         lineCtx  // the context of case:call appends
 }
 
 // Run runs a case: a new run of the target (p.RunID in p.Log) whose calls
@@ -497,8 +511,8 @@ func (e *engine) verifyPrefix(c flow.Call) flow.Resolution {
 		}
 		d := e.explainCall(c, rec.ref.Fingerprint, rec.input, true)
 		e.noteDivergence(d, c, rec.input)
-		return e.stop(c, messages.PrefixDiverged, "prefix call %d %s: input changed: %s (recorded fingerprint %s, actual %s)%s",
-			c.Seq, id, d.What(), rec.ref.Fingerprint, d.ActualFingerprint, rulesText(d.RulesChanged))
+		return e.stop(c, messages.PrefixDiverged, "prefix call %d %s: %s (recorded fingerprint %s, actual %s)%s",
+			c.Seq, d.Where(), d.What(), rec.ref.Fingerprint, d.ActualFingerprint, rulesText(d.RulesChanged))
 	}
 	i, ok := e.index[keyOf(c.CallRef)]
 	if !ok {
@@ -567,11 +581,14 @@ func (e *engine) explainCall(c flow.Call, recordedFP string, recInput json.RawMe
 	id := c.ID()
 	d := &Divergence{Seq: c.Seq, Call: id, ActualFingerprint: e.verifiedFingerprint(c),
 		RecordedCall: id, RecordedFingerprint: recordedFP, RulesChanged: e.rulesChange(c)}
+	if c.Kind == flow.KindTool {
+		d.Tool = c.Name
+	}
 	if recInput == nil {
 		if prefix {
-			d.NoInput = fmt.Sprintf("the recording keeps no input for %s, so the fields that changed cannot be named", id)
+			d.NoInput = fmt.Sprintf("the input changed, but the recording keeps no input for %s to name the fields", id)
 		} else {
-			d.NoInput = fmt.Sprintf("the case keeps no input for %s, a call after its fork (it was saved before cases kept those inputs): "+
+			d.NoInput = fmt.Sprintf("the input changed, but the case keeps no input for %s, a call after its fork (it was saved before cases kept those inputs): "+
 				"save the run again (pyrula case save, or pyrula dev) to see which fields changed", id)
 		}
 		return d
@@ -683,8 +700,8 @@ func (e *engine) ladder(c flow.Call) flow.Resolution {
 		case ReasonRecordedError:
 			return e.stop(c, messages.ReplayDiverged, "%s: the recording holds an error that cannot be replayed (%s)", id, rec.Error)
 		case ReasonInputChanged:
-			return e.stop(c, messages.ReplayDiverged, "%s: input changed: %s (recorded fingerprint %s, actual %s)%s",
-				id, d.What(), rec.Fingerprint, d.ActualFingerprint, rulesText(d.RulesChanged))
+			return e.stop(c, messages.ReplayDiverged, "%s: %s (recorded fingerprint %s, actual %s)%s",
+				d.Where(), d.What(), rec.Fingerprint, d.ActualFingerprint, rulesText(d.RulesChanged))
 		}
 		return e.stop(c, messages.ReplayDiverged, "%s: unexpected call: the recording has no such call", id)
 	}

@@ -68,6 +68,20 @@ CASES = {
             {"key": "9", "kind": "random", "fingerprint": FP, "result": -0.0},
         ],
     },
+    "post_fork": {
+        # A case forked after run:start: the results of calls after the fork
+        # keep their input and the run_seq of their call:start.
+        "manifest": manifest("workflow", 2),
+        "history": [
+            {"run_seq": 1, "kind": "run:submitted", "at": "2026-11-30T10:00:00Z"},
+            {"run_seq": 2, "kind": "run:start", "at": "2026-11-30T10:00:00Z", "inputs": {"sku": "SKU-42", "qty": 2}, "code_version": "v1.4.2"},
+        ],
+        "results": [
+            {"key": "reserve:0", "kind": "step", "fingerprint": FP, "input": {"sku": "SKU-42", "qty": 2}, "result": {"reservation": "r-1"}, "start_seq": 5},
+            {"key": "quote:0", "kind": "step", "fingerprint": FP, "input": {"sku": "SKU-42", "qty": 2, "note": "größe \u2028"}, "result": {"price": 19.99}, "start_seq": 3},
+            {"key": "0", "kind": "now", "fingerprint": FP, "input": {}, "result": "2026-11-30T10:00:02Z", "start_seq": 7},
+        ],
+    },
     "inputs_only": {
         "manifest": manifest("workflow", None),
         "history": [],

@@ -4,9 +4,10 @@
 // It is for tests only. A test opens a file:// URL with [Open], then evaluates
 // JavaScript ([Page.Eval]), clicks elements ([Page.Click]) and reads the text
 // of the page ([Page.Text]). Every console error, uncaught exception, error
-// entry of the browser log, JavaScript dialog (alert, confirm, prompt) and
-// request whose URL is not file:, data: or about: is recorded while the page
-// is open, and the test fails at its end (t.Cleanup) when any was.
+// entry of the browser log (a failed load, a Content-Security-Policy
+// violation), JavaScript dialog (alert, confirm, prompt) and request whose URL
+// is not file:, data: or about: is recorded while the page is open, and the
+// test fails at its end (t.Cleanup) when any was.
 //
 // Chromium is the binary named by EnvChromium, else DefaultChromium.
 // Without one a test skips with a message naming EnvChromium, unless services
@@ -268,19 +269,27 @@ func remoteText(o *runtime.RemoteObject) string {
 // services are required) when there is none.
 func chromium(t testing.TB) string {
 	t.Helper()
-	if bin := os.Getenv(EnvChromium); bin != "" {
-		if _, err := os.Stat(bin); err != nil {
-			t.Fatalf("testbrowser: %s=%s: %v", EnvChromium, bin, err)
+	return find(t, os.Getenv(EnvChromium), DefaultChromium, testenv.Required())
+}
+
+// find is chromium given the variable's value, the default binary and
+// whether services are required.
+func find(t testing.TB, env, def string, required bool) string {
+	t.Helper()
+	if env != "" {
+		if _, err := os.Stat(env); err != nil {
+			t.Fatalf("testbrowser: %s=%s: %v", EnvChromium, env, err)
+			return ""
 		}
-		return bin
+		return env
 	}
-	if _, err := os.Stat(DefaultChromium); err == nil {
-		return DefaultChromium
+	if _, err := os.Stat(def); err == nil {
+		return def
 	}
-	if testenv.Required() {
-		t.Fatalf("%s not set and no %s: this test needs Chromium and services are required (%s=1 or CI=true); run scripts/test, which installs it", EnvChromium, DefaultChromium, testenv.EnvRequireServices)
+	if required {
+		t.Fatalf("%s not set and no %s: this test needs Chromium and services are required (%s=1 or CI=true); run scripts/test, which installs it", EnvChromium, def, testenv.EnvRequireServices)
 	} else {
-		t.Skipf("%s not set and no %s: skipping a test that needs Chromium (scripts/test installs it)", EnvChromium, DefaultChromium)
+		t.Skipf("%s not set and no %s: skipping a test that needs Chromium (scripts/test installs it)", EnvChromium, def)
 	}
 	return ""
 }

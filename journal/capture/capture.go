@@ -123,13 +123,15 @@ func Build(r *journal.Run, p Params) (*bundle.Bundle, error) {
 
 // withInputs returns the run's results, each result of a call made after
 // the fork (its call:start is not in the history) carrying the call's input
-// from that call:start event, so that a case run can name the fields of
-// such a call that changed. The results of prefix calls carry none: their
-// call:start events, in the history, hold it.
+// and the run_seq of that call:start event (start_seq), so that a case run
+// can name the fields of such a call that changed and a case diff can list
+// such calls in run order. The results of prefix calls carry neither:
+// their call:start events, in the history, hold both.
 func withInputs(r *journal.Run, fork int64) []bundle.Result {
 	out := slices.Clone(r.Results)
 	prefix := map[string]bool{}
 	inputs := map[string]json.RawMessage{}
+	starts := map[string]int64{}
 	for _, e := range r.Events {
 		c, ok := journal.CallOf(e)
 		if !ok || e.Kind != journal.KindCallStart {
@@ -153,6 +155,7 @@ func withInputs(r *journal.Run, fork int64) []bundle.Result {
 		if len(in) > 0 {
 			inputs[id] = in
 		}
+		starts[id] = e.RunSeq
 	}
 	for i, res := range out {
 		id := journal.ResultID(res.Kind, res.Key)
@@ -161,6 +164,9 @@ func withInputs(r *journal.Run, fork int64) []bundle.Result {
 		}
 		if in, ok := inputs[id]; ok {
 			out[i].Input = in
+		}
+		if seq, ok := starts[id]; ok {
+			out[i].StartSeq = seq
 		}
 	}
 	return out

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -249,4 +250,60 @@ func TestPricesNotCaptured(t *testing.T) {
 	if err != nil || !strings.Contains(string(b.History[0]), `"request":{"options":{"replay_only":true},"target_name":"checkout"}`) {
 		t.Fatalf("request without prices: %s, %v", b.History[0], err)
 	}
+}
+
+// The results of calls after the fork keep the call's input and the
+// run_seq of its call:start; the results of prefix calls keep neither (the
+// history holds them), and the encoded bundle keeps both through a read.
+func TestResultsKeepPostForkInputs(t *testing.T) {
+	// Events: 1 run:submitted, 2 run:start, 3/4 quote, 5/6 reserve, 7/8 sleep, 9 run:complete.
+	r := record(t, "checkout", workflowCalls, nil, true)
+	b, err := capture.Build(r, capture.Params{ForkAfterSeq: seq(4), PyrulaVersion: "0.1.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := bundle.Encode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		input string
+		start int64
+	}{}
+	for i, wc := range workflowCalls {
+		id := journal.ResultID(wc.kind, wc.key)
+		if i == 0 {
+			want[id] = struct {
+				input string
+				start int64
+			}{} // quote: in the prefix
+			continue
+		}
+		want[id] = struct {
+			input string
+			start int64
+		}{wc.input, int64(3 + 2*i)}
+	}
+	for _, res := range got.Results {
+		w, ok := want[journal.ResultID(res.Kind, res.Key)]
+		if !ok {
+			t.Fatalf("unexpected result %s:%s", res.Kind, res.Key)
+		}
+		if !sameJSON(res.Input, w.input) || res.StartSeq != w.start {
+			t.Errorf("%s:%s: input %s start_seq %d, want %q %d", res.Kind, res.Key, res.Input, res.StartSeq, w.input, w.start)
+		}
+	}
+}
+
+// sameJSON says that raw holds the JSON value want (both absent counts).
+func sameJSON(raw json.RawMessage, want string) bool {
+	if raw == nil || want == "" {
+		return raw == nil && want == ""
+	}
+	var a, b any
+	return json.Unmarshal(raw, &a) == nil && json.Unmarshal([]byte(want), &b) == nil && reflect.DeepEqual(a, b)
 }

@@ -134,6 +134,12 @@ ensure_zstd() {
 	command -v zstd >/dev/null || apt_install zstd
 }
 
+# ensure_chromium: Debian's chromium, the headless browser the HTML report
+# tests open their pages in (internal/testbrowser).
+ensure_chromium() {
+	command -v chromium >/dev/null || apt_install chromium
+}
+
 # ---------------------------------------------------------------- Redis / Valkey
 
 # redis_line PORT COMMAND: send an inline command, print the first reply line.

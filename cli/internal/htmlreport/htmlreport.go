@@ -18,37 +18,43 @@
 // built when they are opened, rows and calls in pages with a "show more"
 // button (CasePage and CallPage).
 //
-// Ids and classes a test can rely on:
+// Ids, classes and attributes a test can rely on:
 //
+//	html[data-rendered=true]          the script has drawn the page
 //	#title, #command, #version        the header
 //	#values-banner                    only when Report.Values: the data holds values unredacted
-//	#summary .stat[data-stat=NAME]    the summary bar: one .stat per figure (.stat-value inside);
+//	#summary .stat[data-stat=NAME]    the summary bar, one .stat (with .stat-value) per figure;
 //	                                  case test: cases passed failed errors duration;
 //	                                  case run: status code reason cause changed-axes live-calls cost;
 //	                                  case diff: result same added removed changed manifest-changed;
 //	                                  case compare: same-status same-result same-calls arms
-//	#filter, #filter-count            the text filter of a case list (name, target, call, code, reason)
+//	#filter, #filter-count            the text filter of a case test (name, target, call, code, reason, paths)
 //	#cases                            the case list of case test and case run
-//	.group[data-status][data-count]   a group of cases (<details>; .group-count, .group-passed for the passes)
-//	.case-row[data-status]            a case (<details>): status pass|fail|error (case test) or the
+//	.group[data-status][data-count]   a group of a case test's cases (<details>): .group-count in its
+//	                                  <summary>; .group-passed is the passes' group
+//	.case-row[data-status][data-index] a case (<details>): status pass|fail|error (case test) or the
 //	                                  outcome's status (case run); in its <summary>: .status, .target,
-//	                                  .name, .code, .reason, .row-divergence (the call and .field-path's)
-//	.case-detail                      a case's detail, built when the row opens: .message, and
-//	                                  .fact[data-fact=NAME] items (run-status, stop-key, cause, ...)
-//	.divergence[data-role]            a divergence record: .div-call, .role, .caused-by, .no-input,
-//	                                  .field[data-change=added|removed|changed|ignored] with .field-path,
-//	                                  .value-recorded and .value-actual (values only when present),
-//	                                  .model-record (.model-parts, .model-name, .system-diff, .tools, .field-path)
-//	.line-diff .line.line-add|line-del|line-ctx|line-hunk   a line diff (system prompt, answer)
+//	                                  .name, .code, .reason, .row-divergence (.div-call, .field-path)
+//	.case-detail                      a case's detail, built when its row opens: .message,
+//	                                  .fact[data-fact=NAME] (run-status, stop-key, cause, ...), .changes
+//	.divergence[data-role]            a divergence record: .div-call, .role[data-role], .caused-by,
+//	                                  .no-input, .field[data-change=added|removed|changed|ignored] with
+//	                                  .field-path, .value-recorded and .value-actual (only when the data
+//	                                  holds values; .absent for a side without one), .model-record
+//	.model-record                     .model-parts, .model-name, .system-diff, .tools, .model-messages
+//	.line-diff .line                  a line diff (system prompt, answer): .line-add, .line-del,
+//	                                  .line-ctx, .line-hunk
 //	.timeline[data-calls]             a call timeline: .legend, input.only-changed, button.goto-divergence,
-//	                                  .call[data-provenance][data-seq] rows (.call.first-divergence,
-//	                                  .call[data-role]), button.call-toggle opens a call's record,
-//	                                  button.show-more renders the next page
-//	.arm[data-arm]                    a case compare arm column: .fact[data-fact=model|prompt-file|status|
-//	                                  code|cost|live-calls|tool-calls|same-as-first], .answer (the first
-//	                                  arm's), .answer-diff, .changes-vs-first, .changes-vs-recording
-//	#manifest .manifest-field[data-field][data-changed]   case diff's manifest, .side-a and .side-b
-//	#diff-calls .diff-call[data-change][data-call]        a call change (case diff; also in compare arms)
+//	                                  .call[data-provenance][data-seq] rows, .call.first-divergence,
+//	                                  .call[data-role] (a changed call's role), button.call-toggle opens
+//	                                  a call's record in .call-extra, button.show-more the next page
+//	.arm[data-arm]                    a case compare arm column: .fact[data-fact=model|prompt-file|
+//	                                  status|code|cost|live-calls|tool-calls|same-as-first], .answer (the
+//	                                  first arm's), .answer-diff, .changes-vs-first (.result-diff),
+//	                                  .changes-vs-recording, .arm-timeline (<details>)
+//	#manifest .manifest-field[data-field][data-changed=true|false]   case diff's manifest: .side-a,
+//	                                  .side-b, or a field diff
+//	#diff-calls .diff-call[data-change][data-call]   a call change (case diff; compare arms too)
 //
 // It imports nothing of the project: its input is the lines the commands
 // print.
@@ -177,14 +183,17 @@ func Write(w io.Writer, r Report) error {
 		Cases: make([]pageCase, len(r.Cases)), Arms: make([]pageArm, len(r.Arms)),
 		CasePage: CasePage, CallPage: CallPage,
 	}
+	// The page types are the input types with JSON names: conversions,
+	// which stop compiling when the two drift apart.
 	for i, c := range r.Cases {
-		d.Cases[i] = pageCase{Line: c.Line, Timeline: c.Timeline}
+		d.Cases[i] = pageCase(c)
 	}
 	for i, a := range r.Arms {
-		d.Arms[i] = pageArm{Line: a.Line, Answer: a.Answer, AnswerDiff: a.AnswerDiff, ToolCalls: a.ToolCalls, Timeline: a.Timeline}
+		d.Arms[i] = pageArm(a)
 	}
 	if r.Diff != nil {
-		d.Diff = &pageDiff{Manifest: r.Diff.Manifest, Calls: r.Diff.Calls}
+		diff := pageDiff(*r.Diff)
+		d.Diff = &diff
 	}
 	// json.Marshal escapes <, >, & and U+2028/2029 in every string, the raw
 	// lines' included (it compacts a json.RawMessage with the same

@@ -41,8 +41,12 @@
 		return typeof hash === "string" && hash.length > 16 ? hash.slice(0, 12) + "…" : show(hash);
 	}
 	function code(text, cls) {
-		const c = el("code", cls, text);
-		if (typeof text === "string" && text.length > 16 && cls === "hash") c.title = text;
+		return el("code", cls, text);
+	}
+	// hashCode is a hash cut to 12 digits, the whole in its tooltip.
+	function hashCode(hash) {
+		const c = el("code", "hash", short(hash));
+		c.title = show(hash);
 		return c;
 	}
 	function button(cls, text, onClick) {
@@ -77,6 +81,11 @@
 				build(d);
 			}
 		};
+		// Built on the click that opens it, so the body is there when the
+		// click returns; the toggle event (async) covers other ways to open.
+		d.firstChild.addEventListener("click", () => {
+			if (!d.open) ensure();
+		});
 		d.addEventListener("toggle", () => {
 			if (d.open) ensure();
 		});
@@ -137,10 +146,10 @@
 				add(add(tr, el("td")), el("code", "field-path", p));
 				if (values && has(values, p)) {
 					const v = values[p];
-					const pair = sides.find(s => has(v, s[0]) || has(v, s[1])) || sides[0];
-					valueCell(tr, "value-recorded", v, pair[0]);
+					const [left, right] = sides.find(s => has(v, s[0]) || has(v, s[1])) || sides[0];
+					valueCell(tr, "value-recorded", v, left);
 					add(tr, el("td", "arrow", "→"));
-					valueCell(tr, "value-actual", v, pair[1]);
+					valueCell(tr, "value-actual", v, right);
 				}
 			}
 		}
@@ -215,9 +224,9 @@
 		roleBadge(head, d.role, d.caused_by);
 		if (d.recorded_fingerprint || d.actual_fingerprint) {
 			const f = add(box, el("div", "fingerprints muted", "fingerprint "));
-			add(f, code(show(d.recorded_fingerprint || "—"), "hash"));
+			add(f, hashCode(d.recorded_fingerprint || "—"));
 			add(f, document.createTextNode(" → "));
-			add(f, code(show(d.actual_fingerprint || "—"), "hash"));
+			add(f, hashCode(d.actual_fingerprint || "—"));
 		}
 		if (d.no_input) add(box, el("div", "no-input", d.no_input));
 		const fd = d.diff && fieldDiff(d.diff, [["recorded", "actual"], ["a", "b"]]);
@@ -245,7 +254,7 @@
 		const lines = [];
 		if (c.fingerprint) lines.push(["fingerprint", short(c.fingerprint.a) + " → " + short(c.fingerprint.b)]);
 		if (c.outcome) lines.push(["outcome", pair(c.outcome)]);
-		if (c.value) lines.push(["value", pair(c.value)]);
+		if (c.value) lines.push(["value", JSON.stringify(has(c.value, "a") ? c.value.a : null) + " → " + JSON.stringify(has(c.value, "b") ? c.value.b : null)]);
 		for (const [name, text] of lines) add(box, el("div", "muted", name + ": " + text));
 		for (const part of ["input", "result", "error"]) {
 			const fd = c[part] && fieldDiff(c[part], sides);
@@ -480,7 +489,7 @@
 		if (line.message) add(box, el("div", "message", line.message));
 		facts(box, [
 			["file", line.file],
-			["fixture", line.fixture_hash ? code(line.fixture_hash, "hash") : null],
+			["fixture", line.fixture_hash ? code(line.fixture_hash, "hash") : null, "fixture"],
 			["run", line.run_id],
 			["run status", line.run_status],
 			["stop key", line.stop_key === undefined || line.stop_key === null ? null : show(line.stop_key)],
@@ -571,7 +580,7 @@
 		const d = lazyDetails("group" + (passed ? " group-passed" : ""), s => {
 			summaryCount = add(s, el("span", "group-count", infos.length));
 			if (passed) {
-				add(s, el("span", null, "passed"));
+				add(s, el("span", null, " passed"));
 				return;
 			}
 			statusBadge(s, first.status);
@@ -644,7 +653,12 @@
 			if (i > 0 && cmp.vs_first) {
 				const box = changeList(col, "changes vs the first arm", "changes-vs-first", cmp.vs_first.changes, cmp.vs_first.calls);
 				const rd = cmp.vs_first.result && fieldDiff(cmp.vs_first.result, [["a", "b"], ["recorded", "actual"]]);
-				if (rd) box.insertBefore(rd, box.childNodes[1]);
+				if (rd) {
+					const part = el("div", "result-diff");
+					add(part, el("div", "part-name", "result"));
+					add(part, rd);
+					box.insertBefore(part, box.childNodes[1]);
+				}
 			}
 			if (cmp.vs_recording) changeList(col, "changes vs the recording", "changes-vs-recording", cmp.vs_recording.changes, cmp.vs_recording.calls);
 			const calls = arr(a.timeline);
