@@ -54,7 +54,7 @@ type diffSummary struct {
 // caseDiffCmd is `case diff A B [--values] [--format json|table]`.
 func (a *app) caseDiffCmd() *cobra.Command {
 	var values bool
-	var format string
+	var format, htmlPath string
 	c := &cobra.Command{
 		Use:   "diff A B",
 		Short: "Compare two saved cases: manifests, then calls by (kind, key)",
@@ -65,24 +65,36 @@ in run order. Prints a {"type":"manifest"} line, one {"type":"call"} line per
 call added (only B has it), removed (only A has it) or changed (fingerprint,
 outcome, result or error, with JSON-path diffs of inputs and results), then
 a {"type":"summary"} line. Values only with --values (which warns on stderr:
-bundles hold unredacted data). --format table prints the same for people.
+bundles hold unredacted data). --format table prints the same for people;
+--html FILE also writes them as one self-contained HTML page.
+
+A call whose fingerprint differs carries the JSON-path diff of its inputs
+where both cases keep them (no_input says which does not), for a model call
+the parts that changed (model, system prompt with a line diff, tools,
+messages), and its role among those calls in run order: the first is the
+cause, a later one is consequent when its changed input carries a value an
+earlier changed call's result produced (caused_by), else independent.
 
 Exit 0 identical, 4 different, 2 a refusal (invalid_fixture_hash,
 no_fixture_store, bundle_missing, bundle_corrupt, format_unsupported), 1
 invalid input.`,
 		Args: exactArgs("A", "B"),
 		RunE: a.run(func(ctx context.Context, args []string) error {
-			return a.caseDiff(ctx, args[0], args[1], values, format)
+			return a.caseDiff(ctx, args[0], args[1], values, format, htmlPath)
 		}),
 	}
 	c.Flags().BoolVar(&values, "values", false, "include the values of what differs")
 	c.Flags().StringVar(&format, "format", "json", "json (JSON lines) or table")
+	c.Flags().StringVar(&htmlPath, "html", "", "also write the comparison as a self-contained HTML page to this file")
 	return c
 }
 
-func (a *app) caseDiff(ctx context.Context, argA, argB string, values bool, format string) error {
+func (a *app) caseDiff(ctx context.Context, argA, argB string, values bool, format, htmlPath string) error {
 	if format != "json" && format != "table" {
 		return fmt.Errorf("case diff: --format %s: want json or table", plainOrQuoted(format))
+	}
+	if err := checkHTMLPath("case diff", htmlPath); err != nil {
+		return err
 	}
 	cbs, err := a.loadCases(ctx, "case diff", []string{argA, argB})
 	if err != nil {
@@ -102,6 +114,12 @@ func (a *app) caseDiff(ctx context.Context, argA, argB string, values bool, form
 		Identical: len(man.Changed) == 0 && len(calls) == 0}
 	if values {
 		a.warnUnredacted("the output of case diff --values")
+	}
+	if htmlPath != "" {
+		title := fmt.Sprintf("%s case diff %s %s", a.name(), argA, argB)
+		if err := writeReport(htmlPath, diffReport(title, values, man, calls, sum)); err != nil {
+			return fmt.Errorf("case diff: --html: %w", err)
+		}
 	}
 	if format == "table" {
 		if err := writeDiffTable(a.stdout, [2]string{argA, argB}, man, calls, sum); err != nil {
