@@ -310,7 +310,7 @@ type engine struct {
 	p      Params
 	target flow.TargetInfo
 	prefix []recCall
-	inputs map[callKey]json.RawMessage // recorded inputs
+	inputs map[callKey]json.RawMessage // recorded inputs of the prefix calls (recordedInput has every one)
 	index  map[callKey]int             // position in p.Bundle.Results
 	allow  map[string]bool
 	steps  map[string][]string // step name → registration ids
@@ -409,14 +409,6 @@ func Run(ctx context.Context, p Params) (Report, error) {
 		if ev.Kind == string(flow.EventCallStart) && ev.Call != nil {
 			e.prefix = append(e.prefix, recCall{ref: *ev.Call, input: ev.Input})
 			e.inputs[keyOf(*ev.Call)] = ev.Input
-		}
-	}
-	for _, r := range p.Bundle.Results {
-		// The inputs of calls after the fork, where the recording keeps
-		// them; a call:start in the history comes first.
-		k := callKey{flow.CallKind(r.Kind), r.Key}
-		if _, ok := e.inputs[k]; !ok && r.Input != nil {
-			e.inputs[k] = r.Input
 		}
 	}
 	inputs := map[string]json.RawMessage{}
@@ -653,7 +645,7 @@ func (e *engine) ladder(c flow.Call) flow.Resolution {
 	if ok && !e.consumed[i] {
 		rec = e.p.Bundle.Results[i]
 		e.consumed[i] = true
-		if !fromRun && e.sameFingerprint(c, rec.Fingerprint, e.inputs[k], false) {
+		if !fromRun && e.sameFingerprint(c, rec.Fingerprint, e.recordedInput(k), false) {
 			if rec.Error == nil {
 				return e.recorded(rec, ProvReused)
 			}
@@ -665,7 +657,7 @@ func (e *engine) ladder(c flow.Call) flow.Resolution {
 		}
 		replaced = true
 		if !fromRun && !badError {
-			inputChanged = e.explainCall(c, rec.Fingerprint, e.inputs[k], false)
+			inputChanged = e.explainCall(c, rec.Fingerprint, e.recordedInput(k), false)
 			if e.pending == nil {
 				e.pending = map[string]*Divergence{}
 			}
@@ -695,7 +687,7 @@ func (e *engine) ladder(c flow.Call) flow.Resolution {
 		default:
 			e.reason = ReasonUnexpectedCall
 		}
-		e.noteDivergence(d, c, e.inputs[k])
+		e.noteDivergence(d, c, e.recordedInput(k))
 		switch e.reason {
 		case ReasonRecordedError:
 			return e.stop(c, messages.ReplayDiverged, "%s: the recording holds an error that cannot be replayed (%s)", id, rec.Error)
@@ -883,17 +875,29 @@ func (e *engine) startAxes(recorded map[string]json.RawMessage) []string {
 	return axes
 }
 
+// recordedInput is the recorded input of call k: its call:start's in the
+// history, else the one its result keeps (a call after the fork), else nil.
+func (e *engine) recordedInput(k callKey) json.RawMessage {
+	if in, ok := e.inputs[k]; ok {
+		return in
+	}
+	if i, ok := e.index[k]; ok {
+		return e.p.Bundle.Results[i].Input
+	}
+	return nil
+}
+
 // recordedSystem is the system prompt of the recording's first model call
-// whose input it keeps.
+// (model:0, else the lowest key) whose input it keeps.
 func (e *engine) recordedSystem() (string, bool) {
 	first := -1
 	var input json.RawMessage
-	for k, in := range e.inputs {
+	for k := range e.index {
 		if k.kind != flow.KindModel {
 			continue
 		}
 		n, err := strconv.Atoi(k.key)
-		if err == nil && (first < 0 || n < first) {
+		if in := e.recordedInput(k); err == nil && in != nil && (first < 0 || n < first) {
 			first, input = n, in
 		}
 	}
@@ -965,7 +969,7 @@ func (e *engine) Observe(ctx context.Context, o flow.Observation) {
 		delete(e.pending, c.ID())
 		k := keyOf(c.CallRef)
 		recorded := e.p.Bundle.Results[e.index[k]]
-		e.addChange(d, explain.Call{ID: d.Call, Input: c.Input, RecordedInput: e.inputs[k],
+		e.addChange(d, explain.Call{ID: d.Call, Input: c.Input, RecordedInput: e.recordedInput(k),
 			Result: outcomeValue(o.Record), RecordedResult: outcomeValue(recorded)})
 		line.Change = d
 	}

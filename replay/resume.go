@@ -131,10 +131,10 @@ func (e *engine) resumeCall(c flow.Call, prov string, res bundle.Result) {
 		// itself, which the ladder also marks changed).
 		k := keyOf(c.CallRef)
 		_, fromRun := e.ownSignal(c)
-		if i, ok := e.index[k]; ok && !fromRun && !e.sameFingerprint(c, e.p.Bundle.Results[i].Fingerprint, e.inputs[k], false) {
+		if i, ok := e.index[k]; ok && !fromRun && !e.sameFingerprint(c, e.p.Bundle.Results[i].Fingerprint, e.recordedInput(k), false) {
 			rec := e.p.Bundle.Results[i]
-			d := e.explainCall(c, rec.Fingerprint, e.inputs[k], false)
-			e.addChange(d, explain.Call{ID: d.Call, Input: c.Input, RecordedInput: e.inputs[k],
+			d := e.explainCall(c, rec.Fingerprint, e.recordedInput(k), false)
+			e.addChange(d, explain.Call{ID: d.Call, Input: c.Input, RecordedInput: e.recordedInput(k),
 				Result: outcomeValue(res), RecordedResult: outcomeValue(rec)})
 			line.Change = d
 		}
