@@ -7,6 +7,8 @@
 //     receipt (pure); charge_v2 adds a currency field to charge's input.
 //   - helpdesk and helpdesk_v2 (agents): one lookup_order tool call, then
 //     an answer; helpdesk_v2 adds include_history to the tool's argument.
+//   - loop and loop_v2 (workflows): n read steps (input n, default 10);
+//     loop_v2 changes the input of the tenth step from the end.
 //
 // It imports flow only; cmd/pyrula-diverge is a pyrula binary over it.
 package divergetest
@@ -25,6 +27,8 @@ const (
 	ChargeV2     = "charge_v2"
 	Helpdesk     = "helpdesk"
 	HelpdeskV2   = "helpdesk_v2"
+	Loop         = "loop"
+	LoopV2       = "loop_v2"
 	codeVersion1 = "divergetest/v1"
 	codeVersion2 = "divergetest/v2"
 )
@@ -71,7 +75,18 @@ type LookupInput struct {
 	IncludeHistory bool   `json:"include_history,omitempty"`
 }
 
-// Register adds the four targets to reg.
+// LoopInputs are loop's inputs.
+type LoopInputs struct {
+	N int `json:"n"`
+}
+
+// ReadInput is the input of loop's read step.
+type ReadInput struct {
+	I    int    `json:"i"`
+	Mode string `json:"mode"`
+}
+
+// Register adds the targets to reg.
 func Register(reg *flow.Registry) error {
 	for _, v2 := range []bool{false, true} {
 		if err := registerCharge(reg, v2); err != nil {
@@ -80,8 +95,41 @@ func Register(reg *flow.Registry) error {
 		if err := registerHelpdesk(reg, v2); err != nil {
 			return err
 		}
+		if err := registerLoop(reg, v2); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+func registerLoop(reg *flow.Registry, v2 bool) error {
+	name, version := Loop, codeVersion1
+	if v2 {
+		name, version = LoopV2, codeVersion2
+	}
+	read := flow.DefineStep("read", flow.Read, func(ctx context.Context, in ReadInput) (int, error) {
+		return in.I * 2, nil
+	})
+	return flow.RegisterWorkflow(reg, flow.Workflow[LoopInputs, int]{
+		Name: name, CodeVersion: version,
+		Defaults: LoopInputs{N: 10},
+		Steps:    []flow.Decl{read},
+		Run: func(ctx context.Context, in LoopInputs) (int, error) {
+			sum := 0
+			for i := range in.N {
+				mode := "fast"
+				if v2 && i == in.N-10 {
+					mode = "careful"
+				}
+				v, err := read.Call(ctx, ReadInput{I: i, Mode: mode})
+				if err != nil {
+					return 0, err
+				}
+				sum += v
+			}
+			return sum, nil
+		},
+	})
 }
 
 func registerCharge(reg *flow.Registry, v2 bool) error {
