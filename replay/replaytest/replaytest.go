@@ -74,7 +74,7 @@ func Registry() (*flow.Registry, error) {
 
 // WriteBundle records one live run of n fetch calls in a MemLog, captures
 // it with fork_after_seq = 1 (only run:start in the history, so every call
-// is after the fork), and writes the bundle's zstd blob to a file in dir,
+// is after the fork, its result keeping its input), and writes the bundle's zstd blob to a file in dir,
 // whose path it returns.
 func WriteBundle(ctx context.Context, reg *flow.Registry, dir string, n int) (string, error) {
 	log := flow.NewMemLog()
@@ -104,11 +104,29 @@ func WriteBundle(ctx context.Context, reg *flow.Registry, dir string, n int) (st
 	}
 	fork := int64(1)
 	info, _ := reg.Lookup(Target)
+	// As a capture writes them (journal/capture): the results of the calls
+	// after the fork keep their inputs and the run_seq of their call:start.
+	results := log.Results("rec")
+	type start struct {
+		input json.RawMessage
+		seq   int64
+	}
+	starts := map[string]start{}
+	for _, ev := range log.Events("rec") {
+		if ev.Kind == flow.EventCallStart && ev.Call != nil && ev.RunSeq > fork {
+			starts[ev.Call.ID()] = start{ev.Input, ev.RunSeq}
+		}
+	}
+	for i, r := range results {
+		if s, ok := starts[r.Kind+":"+r.Key]; ok {
+			results[i].Input, results[i].StartSeq = s.input, s.seq
+		}
+	}
 	cb, err := bundle.Encode(&bundle.Bundle{
 		Manifest: bundle.Manifest{Format: 1, Kind: bundle.KindWorkflow, TargetName: Target, CodeVersion: "bench/v1",
 			ForkAfterSeq: &fork, Inputs: recInputs, Registration: info.Registration, Source: bundle.Source{RunID: "rec"}},
 		History: history[:fork],
-		Results: log.Results("rec"),
+		Results: results,
 	})
 	if err != nil {
 		return "", err
