@@ -5,13 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/cli/internal/htmlreport"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/llm/resolve"
 	"github.com/pyrula/caseworker/messages"
@@ -32,6 +35,9 @@ type compareArm struct {
 	system            string // the prompt file's text
 	report            replay.Report
 	calls             []callRec
+	// timeline is the arm's calls for the --html report, its changes
+	// without values unless --values.
+	timeline []htmlreport.Call
 }
 
 // armLine is the {"type":"arm"} line of one arm.
@@ -103,7 +109,9 @@ one {"type":"comparison"} line: whether status, result and calls are the
 same across arms, and per arm its status, live calls and cost, the
 JSON-path diff of its result and its calls against the first arm, and its
 calls against the recording. Values only with --values (which warns on
-stderr: bundles hold unredacted data).
+stderr: bundles hold unredacted data). --format table prints the same for
+people: the arms side by side, each arm's changes against the first arm
+and against the recording, and the verdict.
 
 Exit 0 when every arm completed (whether or not they differ); 3 when an
 arm stopped, failed or was refused; 2 a refusal before any arm ran; 1
@@ -122,6 +130,12 @@ invalid input.`,
 }
 
 func (a *app) caseCompare(ctx context.Context, c *cobra.Command, arg string, f caseCompareFlags) error {
+	if err := checkFormat("case compare", f.format); err != nil {
+		return err
+	}
+	if err := checkHTMLPath("case compare", f.html); err != nil {
+		return err
+	}
 	arms, err := compareArms(f.models, f.prompts)
 	if err != nil {
 		return err
@@ -180,7 +194,7 @@ func (a *app) caseCompare(ctx context.Context, c *cobra.Command, arg string, f c
 	errs := make([]error, len(arms))
 	for i := range arms {
 		wg.Go(func() {
-			errs[i] = a.runArm(runCtx, &arms[i], b, cb.Hash(), target, shared, models[i], f.llmRef)
+			errs[i] = a.runArm(runCtx, &arms[i], b, cb.Hash(), target, shared, models[i], f.llmRef, f.values)
 		})
 	}
 	wg.Wait()
@@ -193,7 +207,9 @@ func (a *app) caseCompare(ctx context.Context, c *cobra.Command, arg string, f c
 	if f.values {
 		a.warnUnredacted("the output of case compare --values")
 	}
+	table := f.format == formatTable
 	liveModels := 0
+	lines := make([]armLine, len(arms))
 	for i, arm := range arms {
 		out := arm.report.Outcome
 		if !f.values {
@@ -204,7 +220,11 @@ func (a *app) caseCompare(ctx context.Context, c *cobra.Command, arg string, f c
 				liveModels++
 			}
 		}
-		if err := a.emit(armLine{Type: "arm", Arm: i + 1, Model: nonEmpty(arm.model), PromptFile: nonEmpty(arm.promptFile), Outcome: out}); err != nil {
+		lines[i] = armLine{Type: "arm", Arm: i + 1, Model: nonEmpty(arm.model), PromptFile: nonEmpty(arm.promptFile), Outcome: out}
+		if table {
+			continue
+		}
+		if err := a.emit(lines[i]); err != nil {
 			return err
 		}
 	}
@@ -213,7 +233,17 @@ func (a *app) caseCompare(ctx context.Context, c *cobra.Command, arg string, f c
 			liveModels, target, strings.Join(resolve.Names(reg), ", "))
 	}
 	cmpLine := compareRuns(arms, bundleCalls(b), string(cb.Hash()), f.values)
-	if err := a.emit(cmpLine); err != nil {
+	if f.html != "" {
+		title := fmt.Sprintf("%s case compare %s", a.name(), arg)
+		if err := writeReport(f.html, compareReport(title, f.values, arms, lines, cmpLine)); err != nil {
+			return fmt.Errorf("case compare: --html: %w", err)
+		}
+	}
+	if table {
+		if err := writeCompareTable(a.stdout, arms, cmpLine); err != nil {
+			return fmt.Errorf("write output: %w", err)
+		}
+	} else if err := a.emit(cmpLine); err != nil {
 		return err
 	}
 	for _, arm := range arms {
@@ -252,7 +282,7 @@ func compareArms(models, prompts []string) ([]compareArm, error) {
 
 // runArm case-runs one arm in its own in-memory journal and keeps its
 // report and calls.
-func (a *app) runArm(ctx context.Context, arm *compareArm, b *bundle.Bundle, h bundle.Hash, target string, shared replay.Options, models flow.ModelClient, llmRef string) error {
+func (a *app) runArm(ctx context.Context, arm *compareArm, b *bundle.Bundle, h bundle.Hash, target string, shared replay.Options, models flow.ModelClient, llmRef string, values bool) error {
 	memLog := flow.NewMemLog()
 	p := replay.Params{Bundle: b, Canonical: true, FixtureHash: string(h), Registry: a.registry(), Log: memLog,
 		Target: target, RunID: "case_" + strings.TrimPrefix(newRunID(), "run_"), Options: shared}
@@ -275,6 +305,16 @@ func (a *app) runArm(ctx context.Context, arm *compareArm, b *bundle.Bundle, h b
 	}
 	arm.report = rep
 	arm.calls = runCalls(memLog.Events(p.RunID), memLog.Results(p.RunID))
+	arm.timeline = timeline(memLog, p.RunID, rep.Calls, rep.Outcome, values)
+	if !values {
+		// The arm ran with values to compare results; its lines hold none.
+		rep.Outcome.Divergence = valuesIf(rep.Outcome.Divergence, false)
+		for i := range rep.Calls {
+			rep.Calls[i].Change = valuesIf(rep.Calls[i].Change, false)
+			rep.Calls[i].Result, rep.Calls[i].Error = nil, nil
+		}
+		arm.report = rep
+	}
 	return nil
 }
 
@@ -322,4 +362,110 @@ func nonEmpty(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// writeCompareTable writes case compare's lines as a table for people: the
+// arms side by side (model, prompt file, status, code, live calls, tool
+// calls made, cost, whether the result is arm 1's), then per arm how it
+// stopped, its calls against arm 1 and against the recording (a row per
+// call that differs, describeChange, with the values under it with
+// --values) and its divergence's detail, then the verdict.
+func writeCompareTable(w io.Writer, arms []compareArm, line comparisonLine) error {
+	t := newTable()
+	rows := [][]string{{"ARM"}, {"model"}, {"prompt file"}, {"status"}, {"code"}, {"live calls"}, {"tool calls"}, {"cost"}, {"same result as arm 1"}}
+	for i, arm := range arms {
+		o, s := arm.report.Outcome, line.Arms[i]
+		cost := usdText(o.CostUSD)
+		if !o.CostObservable {
+			cost += " (not observable)"
+		}
+		same := "-"
+		if s.VsFirst != nil && s.VsFirst.SameResult != nil {
+			same = yesNo(*s.VsFirst.SameResult)
+		}
+		for r, v := range []string{strconv.Itoa(i + 1), cell(arm.model), cell(arm.promptFile), string(o.Status), cell(o.Code),
+			strconv.Itoa(o.LiveCalls), strconv.Itoa(toolCalls(arm.report.Calls)), cost, same} {
+			rows[r] = append(rows[r], v)
+		}
+	}
+	for _, r := range rows {
+		t.row(r...)
+	}
+	if err := t.writeTo(w); err != nil {
+		return err
+	}
+	for i, arm := range arms {
+		o, s := arm.report.Outcome, line.Arms[i]
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "arm %d:\n", i+1)
+		if o.Code != "" {
+			field(w, "  ", "stopped", o.Code+": "+Redact(oneLine(o.Message)))
+		}
+		if vs := s.VsFirst; vs != nil {
+			what := countsText(vs.Calls)
+			switch {
+			case vs.SameResult != nil && *vs.SameResult:
+				what += "; the same result"
+			case !vs.Result.empty():
+				what += "; result" + pathsText(vs.Result)
+			default:
+				what += "; not the same result"
+			}
+			field(w, "  ", "vs arm 1", what)
+			if err := writeChanges(w, vs.Changes); err != nil {
+				return err
+			}
+		}
+		field(w, "  ", "vs recording", countsText(s.VsRecording.Calls))
+		if err := writeChanges(w, s.VsRecording.Changes); err != nil {
+			return err
+		}
+		if o.Divergence != nil {
+			field(w, "  ", "divergence")
+			writeDivergence(w, o.Divergence, "    ")
+		}
+	}
+	fmt.Fprintln(w)
+	_, err := fmt.Fprintf(w, "same status: %s; same result: %s; same calls: %s\n", yesNo(line.SameStatus), yesNo(line.SameResult), yesNo(line.SameCalls))
+	return err
+}
+
+// writeChanges writes a row per call that differs (CALL, CHANGE), indented
+// under an arm, with the values at each path under its row (--values).
+func writeChanges(w io.Writer, changes []callChange) error {
+	if len(changes) == 0 {
+		return nil
+	}
+	t := newTable()
+	t.row("    CALL", "CHANGE")
+	for _, c := range changes {
+		t.row("    "+cell(c.Call), cell(describeChange(c)))
+		for _, d := range []*fieldDiff{c.Input, c.Result, c.Error} {
+			if d == nil {
+				continue
+			}
+			for _, p := range diffPaths(d) {
+				if v, ok := d.Values[p]; ok {
+					t.row("      "+cell(p), rawText(v.A)+" → "+rawText(v.B))
+				}
+			}
+		}
+		if c.Value != nil {
+			t.row("      value", rawText(c.Value.A)+" → "+rawText(c.Value.B))
+		}
+	}
+	return t.writeTo(w)
+}
+
+// countsText words the counts of a comparison of calls.
+func countsText(n callCounts) string {
+	return fmt.Sprintf("%d call(s) changed, %d added, %d removed, %d the same", n.Changed, n.Added, n.Removed, n.Same)
+}
+
+// yesNo is "yes" or "no".
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }

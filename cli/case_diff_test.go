@@ -24,6 +24,7 @@ type diffLine struct {
 	Input       *fieldDiffOut      `json:"input"`
 	Result      *fieldDiffOut      `json:"result"`
 	Value       map[string]json.RawMessage
+	Role        string `json:"role"`
 
 	Identical       bool           `json:"identical"`
 	ManifestChanged []string       `json:"manifest_changed"`
@@ -102,9 +103,12 @@ func TestCaseDiff(t *testing.T) {
 	if order[0] != "step:quote:0" {
 		t.Errorf("calls in run order start with the prefix's quote, got %v", order)
 	}
-	// reserve's input holds qty (its result does not); now and random are
-	// the same calls with other results.
-	if c := calls["step:reserve:0"]; fmt.Sprint(c.Fields) != "[fingerprint]" {
+	// reserve's input holds qty (its result does not): a call after the
+	// fork, whose input the case keeps on its result; it got qty from the
+	// inputs, not from quote's result, so it is independent of the cause.
+	// now and random are the same calls with other results.
+	if c := calls["step:reserve:0"]; fmt.Sprint(c.Fields) != "[fingerprint input]" || fmt.Sprint(c.Input.Changed) != "[$.qty]" ||
+		c.Role != "independent" || calls["step:quote:0"].Role != "cause" {
 		t.Errorf("step:reserve:0 %+v", c)
 	}
 	if c := calls["random:0"]; fmt.Sprint(c.Fields) != "[result]" || fmt.Sprint(c.Result.Changed) != "[$]" {
@@ -150,7 +154,7 @@ func TestCaseDiff(t *testing.T) {
 
 	// The table for people.
 	r = run(t, invocation{args: []string{"case", "diff", ca, cb, "--format", "table"}})
-	if r.code != 4 || !strings.Contains(r.stdout, "CALL") || !regexpLine(r.stdout, `^step:quote:0 +[0-9a-f]{12} +[0-9a-f]{12} +changed fingerprint, input \(\$\.qty\), result \(\$\.total_minor\)$`) ||
+	if r.code != 4 || !strings.Contains(r.stdout, "CALL") || !regexpLine(r.stdout, `^step:quote:0 +[0-9a-f]{12} +[0-9a-f]{12} +changed fingerprint, input \(\$\.qty\), result \(\$\.total_minor\) · cause$`) ||
 		!strings.Contains(r.stdout, "different: ") || strings.Contains(withoutHex(r.stdout), "5997") {
 		t.Errorf("table\n%s", r)
 	}

@@ -24,7 +24,7 @@ import (
 // caseRunFlags are the flags of `case run`.
 type caseRunFlags struct {
 	target, supply, prices, model, promptFile, runID string
-	llmRef, depsRef, appDir, events                  string
+	llmRef, depsRef, appDir, events, format, html    string
 	inputs, allow                                    []string
 	fromStart, replayOnly, values                    bool
 	liveBudget                                       int
@@ -50,7 +50,10 @@ Prints one {"type":"call"} line per new post-fork call and one
 (--replay-only) left recorded calls unconsumed, 1 invalid input.
 --events FILE keeps the case run's own journal events (call:start,
 call:done with provenance, case:call, case:outcome, the terminal event) as
-JSON lines for inspection.`,
+JSON lines for inspection. --format table prints the same for people: a
+row per call line with the role and what changed, the outcome, and the
+divergence's detail (fields, values with --values, the model's parts and
+the system prompt's line diff).`,
 		Args: exactArgs("CASE"),
 	}
 	c.RunE = a.run(func(ctx context.Context, args []string) error {
@@ -74,7 +77,7 @@ JSON lines for inspection.`,
 
 // addLadderFlags registers the flags that case run and case compare share:
 // the target, inputs, the ladder's supplied answers, budget, tokens and
-// prices, and the model client.
+// prices, the model client and the output's format.
 func (f *caseRunFlags) addLadderFlags(c *cobra.Command) {
 	fl := c.Flags()
 	fl.StringVar(&f.target, "target", "", "the registered target to run (default the case's target_name)")
@@ -86,6 +89,8 @@ func (f *caseRunFlags) addLadderFlags(c *cobra.Command) {
 	fl.Float64Var(&f.maxCost, "max-cost-usd", 0, "the most live model calls may spend, in US dollars")
 	fl.StringVar(&f.prices, "prices", "", "a JSON file of model prices per million tokens, added to the default table")
 	fl.StringVar(&f.llmRef, "llm-ref", "", "the model client of live model calls: anthropic, openai, or one the binary registered")
+	fl.StringVar(&f.format, "format", formatJSON, "json (JSON lines) or table")
+	fl.StringVar(&f.html, "html", "", "also write the report as one self-contained HTML page to this file")
 }
 
 // ladderOptions sets o from the flags addLadderFlags registered (the
@@ -135,6 +140,12 @@ func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseR
 		if c.Flags().Changed(n) {
 			return fmt.Errorf("case run: --%s is not supported: targets and dependencies are registered in the binary (see %s targets)", n, a.name())
 		}
+	}
+	if err := checkFormat("case run", f.format); err != nil {
+		return err
+	}
+	if err := checkHTMLPath("case run", f.html); err != nil {
+		return err
 	}
 	memLog := flow.NewMemLog()
 	p := replay.Params{Registry: a.registry(), Log: memLog, Target: f.target, RunID: f.runID}
@@ -193,23 +204,35 @@ func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseR
 			return fmt.Errorf("case run: --events: %w", err)
 		}
 	}
+	if f.html != "" {
+		title := fmt.Sprintf("%s case run %s", a.name(), arg)
+		if err := writeReport(f.html, runReport(title, f.values, memLog, p.RunID, rep)); err != nil {
+			return fmt.Errorf("case run: --html: %w", err)
+		}
+	}
 	status := rep.ExitStatus()
+	table := f.format == formatTable
 	if status == messages.ExitRefused {
 		out := rep.Outcome
-		if err := a.emit(struct {
+		msg := Redact(oneLine(out.Message))
+		if table {
+			writeRefusalTable(a.stdout, out.Code, msg, out.StopKey, out.Divergence)
+		} else if err := a.emit(struct {
 			Code       string             `json:"code"`
 			Message    string             `json:"message"`
 			StopKey    json.RawMessage    `json:"stop_key"`
 			Divergence *replay.Divergence `json:"divergence,omitempty"`
-		}{out.Code, Redact(oneLine(out.Message)), out.StopKey, out.Divergence}); err != nil {
+		}{out.Code, msg, out.StopKey, out.Divergence}); err != nil {
 			return err
 		}
 		return exitStatus(status)
 	}
 	liveModels := 0
 	for _, line := range rep.Calls {
-		if err := a.emit(line); err != nil {
-			return err
+		if !table {
+			if err := a.emit(line); err != nil {
+				return err
+			}
 		}
 		if line.Kind == string(flow.KindModel) && (line.Provenance == replay.ProvLive || line.Provenance == replay.ProvChanged) {
 			liveModels++
@@ -219,7 +242,11 @@ func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseR
 		fmt.Fprintf(a.stderr, "warning: %d live model call(s) were answered by %s's own model client, not a provider; name one with --llm-ref (%s)\n",
 			liveModels, p.Target, strings.Join(resolve.Names(p.Registry), ", "))
 	}
-	if err := a.emit(rep.Outcome); err != nil {
+	if table {
+		if err := writeCaseRunTable(a.stdout, rep.Calls, rep.Outcome); err != nil {
+			return fmt.Errorf("write output: %w", err)
+		}
+	} else if err := a.emit(rep.Outcome); err != nil {
 		return err
 	}
 	if status != messages.ExitOK {

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/cli/internal/htmlreport"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
@@ -79,6 +80,9 @@ type suiteLine struct {
 	// name is the case's name in the JUnit report (the file or the hash).
 	name     string
 	duration time.Duration
+	// timeline is the case run's calls, kept for the --html report of a
+	// case that did not pass.
+	timeline []htmlreport.Call
 }
 
 // suiteSummary is the last line of `case test`.
@@ -93,8 +97,10 @@ type suiteSummary struct {
 
 // caseTestFlags are the flags of `case test`.
 type caseTestFlags struct {
-	target, junit string
-	parallel      int
+	target, junit, format, html string
+	title                       string // the --html report's title
+	parallel                    int
+	values                      bool
 }
 
 // caseTestCmd is `case test PATH|HASH… [--target NAME] [--parallel N] [--junit FILE]`.
@@ -113,7 +119,10 @@ Prints one {"type":"case"} line per case, in the order found (file, fixture
 hash, target, status pass/fail/error, the run's code, reason, stop_key,
 divergence and unconsumed_keys), then one {"type":"summary"} line.
 --junit FILE also writes a JUnit XML report (one testcase per case, the
-divergence in the failure message).
+divergence in the failure message). --values puts the recorded and the
+actual value at each path in the divergences (and warns on stderr: bundles
+hold unredacted data). --format table prints a row per case, the detail of
+each failure and the summary for people.
 
 Exit 0 when every case passes; 3 when one failed or could not run; 1 when
 no case was found or for invalid input; 2 a refusal before any case ran
@@ -132,10 +141,16 @@ no case was found or for invalid input; 2 a refusal before any case ran
 	fl.StringVar(&f.target, "target", "", "run every case against this registered target (default each case's target_name)")
 	fl.IntVar(&f.parallel, "parallel", runtime.GOMAXPROCS(0), "how many cases run at once")
 	fl.StringVar(&f.junit, "junit", "", "also write a JUnit XML report to this file")
+	fl.BoolVar(&f.values, "values", false, "include the recorded and actual values at each path of a divergence")
+	fl.StringVar(&f.html, "html", "", "also write the report as one self-contained HTML page to this file")
+	fl.StringVar(&f.format, "format", formatJSON, "json (JSON lines) or table")
 	return c
 }
 
 func (a *app) caseTest(ctx context.Context, args []string, f caseTestFlags) error {
+	if err := checkFormat("case test", f.format); err != nil {
+		return err
+	}
 	if f.parallel < 1 {
 		return fmt.Errorf("case test: --parallel %d: want 1 or more", f.parallel)
 	}
@@ -149,6 +164,10 @@ func (a *app) caseTest(ctx context.Context, args []string, f caseTestFlags) erro
 			return fmt.Errorf("case test: --junit %s: its directory does not exist", f.junit)
 		}
 	}
+	if err := checkHTMLPath("case test", f.html); err != nil {
+		return err
+	}
+	f.title = a.name() + " case test " + strings.Join(args, " ")
 	cases, err := findCases(args)
 	if err != nil {
 		return err
@@ -210,6 +229,14 @@ func findCases(args []string) ([]suiteCase, error) {
 // runSuite runs the cases, at most f.parallel at once, prints their lines
 // in order as they finish and the summary, and writes the JUnit report.
 func (a *app) runSuite(ctx context.Context, cases []suiteCase, s store.Store, f caseTestFlags) error {
+	if f.values {
+		what := "the output of case test --values"
+		if f.junit != "" {
+			what += " (and its --junit report)"
+		}
+		a.warnUnredacted(what)
+	}
+	table := f.format == formatTable
 	start := time.Now()
 	runCtx, stop := cancelOnInterrupt(ctx)
 	defer stop()
@@ -223,7 +250,7 @@ func (a *app) runSuite(ctx context.Context, cases []suiteCase, s store.Store, f 
 			slots <- struct{}{}
 			go func() {
 				defer func() { <-slots }()
-				done[i] <- a.testOne(runCtx, c, s, f.target)
+				done[i] <- a.testOne(runCtx, c, s, f)
 			}()
 		}
 	}()
@@ -241,7 +268,7 @@ func (a *app) runSuite(ctx context.Context, cases []suiteCase, s store.Store, f 
 		default:
 			sum.Errors++
 		}
-		if emitErr == nil {
+		if emitErr == nil && !table {
 			emitErr = a.emit(line)
 		}
 	}
@@ -255,7 +282,16 @@ func (a *app) runSuite(ctx context.Context, cases []suiteCase, s store.Store, f 
 			return fmt.Errorf("case test: --junit: %w", err)
 		}
 	}
-	if err := a.emit(sum); err != nil {
+	if f.html != "" {
+		if err := writeReport(f.html, suiteReport(f.title, f.values, lines, sum)); err != nil {
+			return fmt.Errorf("case test: --html: %w", err)
+		}
+	}
+	if table {
+		if err := writeSuiteTable(a.stdout, lines, sum); err != nil {
+			return fmt.Errorf("write output: %w", err)
+		}
+	} else if err := a.emit(sum); err != nil {
 		return err
 	}
 	if sum.Passed != sum.Cases {
@@ -265,16 +301,17 @@ func (a *app) runSuite(ctx context.Context, cases []suiteCase, s store.Store, f 
 }
 
 // testOne reads one case and runs it replay-only, timing both.
-func (a *app) testOne(ctx context.Context, c suiteCase, s store.Store, target string) suiteLine {
+func (a *app) testOne(ctx context.Context, c suiteCase, s store.Store, f caseTestFlags) suiteLine {
 	start := time.Now()
-	line := a.testCase(ctx, c, s, target)
+	line := a.testCase(ctx, c, s, f)
 	line.duration = time.Since(start)
 	line.DurationMS = line.duration.Milliseconds()
 	return line
 }
 
-// testCase reads one case and runs it replay-only.
-func (a *app) testCase(ctx context.Context, c suiteCase, s store.Store, target string) suiteLine {
+// testCase reads one case and runs it replay-only; values puts the values
+// at each path in its divergence.
+func (a *app) testCase(ctx context.Context, c suiteCase, s store.Store, f caseTestFlags) suiteLine {
 	line := suiteLine{Type: "case", UnconsumedKeys: []string{}, ChangedAxes: []string{}, StopKey: json.RawMessage("null")}
 	if c.file != "" {
 		line.File, line.name = strp(c.file), c.file
@@ -306,9 +343,10 @@ func (a *app) testCase(ctx context.Context, c suiteCase, s store.Store, target s
 	if err != nil {
 		return fail(err)
 	}
+	memLog := flow.NewMemLog()
 	p := replay.Params{Bundle: b, Canonical: true, FixtureHash: string(cb.Hash()), Registry: a.registry(),
-		Log: flow.NewMemLog(), Target: target, RunID: "case_" + strings.TrimPrefix(newRunID(), "run_")}
-	p.ReplayOnly = true
+		Log: memLog, Target: f.target, RunID: "case_" + strings.TrimPrefix(newRunID(), "run_")}
+	p.ReplayOnly, p.Values = true, f.values
 	if p.Target == "" {
 		p.Target = b.Manifest.TargetName
 	}
@@ -353,7 +391,80 @@ func (a *app) testCase(ctx context.Context, c suiteCase, s store.Store, target s
 		line.Message = strp(fmt.Sprintf("the run completed but never made %d recorded call(s): %s",
 			len(line.UnconsumedKeys), strings.Join(line.UnconsumedKeys, ", ")))
 	}
+	if f.html != "" && line.Status != suitePass {
+		line.timeline = timeline(memLog, p.RunID, rep.Calls, o, f.values)
+	}
 	return line
+}
+
+// writeSuiteTable writes case test's lines as a table for people: a row
+// per case (STATUS, TARGET, CASE: the file or the hash's first 12
+// characters, CODE/REASON, DIVERGENCE: the call and what changed), then
+// for each case that did not pass its message, the recorded calls it never
+// made and its divergence's detail (writeDivergence), then the summary.
+func writeSuiteTable(w io.Writer, lines []suiteLine, sum suiteSummary) error {
+	t := newTable()
+	t.row("STATUS", "TARGET", "CASE", "CODE/REASON", "DIVERGENCE")
+	for _, l := range lines {
+		t.row(l.Status, cell(deref(l.Target)), cell(l.caseName()), cell(l.codeText()), divergenceText(l.Divergence))
+	}
+	if err := t.writeTo(w); err != nil {
+		return err
+	}
+	for _, l := range lines {
+		if l.Status == suitePass {
+			continue
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "%s %s: %s\n", strings.ToUpper(l.Status), cell(l.caseName()), cell(l.codeText()))
+		if l.Message != nil {
+			field(w, "  ", "message", *l.Message)
+		}
+		if len(l.UnconsumedKeys) > 0 {
+			field(w, "  ", "never made", listText(l.UnconsumedKeys))
+		}
+		if l.Divergence != nil {
+			field(w, "  ", "divergence")
+			writeDivergence(w, l.Divergence, "    ")
+		}
+	}
+	fmt.Fprintln(w)
+	_, err := fmt.Fprintf(w, "%s: %d passed, %d failed, %s in %d ms\n",
+		count(sum.Cases, "case", "cases"), sum.Passed, sum.Failed, count(sum.Errors, "error", "errors"), sum.DurationMS)
+	return err
+}
+
+// caseName is the case's file, else its hash's first 12 characters.
+func (l suiteLine) caseName() string {
+	if l.File != nil {
+		return *l.File
+	}
+	return short(l.FixtureHash)
+}
+
+// codeText is the code and the reason, "unconsumed_keys" for a run that
+// completed leaving recorded calls unconsumed, "" for a pass.
+func (l suiteLine) codeText() string {
+	if l.Status == suitePass {
+		return ""
+	}
+	s := cmp.Or(deref(l.Code), "unconsumed_keys")
+	if l.Reason != nil {
+		s += " (" + *l.Reason + ")"
+	}
+	return s
+}
+
+// divergenceText is a divergence on one cell: the call and what changed.
+func divergenceText(d *replay.Divergence) string {
+	if d == nil {
+		return "-"
+	}
+	s := cmp.Or(d.Call, "(no call)")
+	if what := d.What(); what != "" {
+		s += ": " + what
+	}
+	return cell(s)
 }
 
 // The JUnit XML report: the schema CI systems read (Jenkins, GitLab,

@@ -610,7 +610,7 @@ func TestList(t *testing.T) {
 	if want := []string{agentHash, checkoutHash}; !slices.Equal(hashes, want) {
 		t.Fatalf("list hashes %v, want %v", hashes, want)
 	}
-	if keys := keysOf(t, r.stdout); !slices.Equal(keys, []string{"fixture_hash", "size_bytes", "updated_at"}) {
+	if keys := keysOf(t, r.stdout); !slices.Equal(keys, []string{"fixture_hash", "size_bytes", "updated_at", "target", "kind", "fork_after_seq"}) {
 		t.Fatalf("list line keys %v", keys)
 	}
 }

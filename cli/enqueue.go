@@ -15,6 +15,7 @@ import (
 
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/worker/client"
 )
 
@@ -32,7 +33,7 @@ var enqueueTypes = []messages.MessageType{messages.SaveCase, messages.RunCase, m
 // [--follow] [--timeout D]`: the platform side of the worker protocol, for
 // operators and tests.
 func (a *app) enqueueCmd() *cobra.Command {
-	var body, messageID string
+	var body, messageID, format string
 	var wait, follow bool
 	var timeout time.Duration
 	c := &cobra.Command{
@@ -50,12 +51,21 @@ Without --wait it prints what was sent: {"message_id", "type", "entry_id",
 --follow (implies --wait) it then prints each event of a start_run or
 run_case run as a JSON line, as it arrives, until the terminal one.
 
+--format table prints the same for people: what was sent or the reply on
+one line, one short line per event (run_seq, kind, the call and its
+provenance, a run:error's code and message), then the run's id, status
+and code and, for a case run, its outcome (cause, changes, changed axes,
+counts, cost) and its divergence's detail.
+
 Exit status: 0 an ok reply (and, when following, a completed run); 2 a
 refused reply; 3 an error reply, or a followed run that ended with run:error,
 was cancelled or suspended; 1 invalid input or an operational error
 (including no reply within --timeout).`,
 		Args: exactArgs("TYPE"),
 		RunE: a.run(func(ctx context.Context, args []string) error {
+			if err := checkFormat("enqueue", format); err != nil {
+				return err
+			}
 			typ := messages.MessageType(args[0])
 			if !isEnqueueType(typ) {
 				return fmt.Errorf("enqueue: unknown message type %q (one of %s)", args[0], enqueueTypeList())
@@ -74,7 +84,8 @@ was cancelled or suspended; 1 invalid input or an operational error
 				if err != nil {
 					return fmt.Errorf("enqueue: %w", err)
 				}
-				return a.enqueue(ctx, cl, client.Message{MessageID: messageID, Type: typ, Body: raw}, wait || follow, follow, timeout)
+				return a.enqueue(ctx, cl, client.Message{MessageID: messageID, Type: typ, Body: raw},
+					enqueueFlags{wait: wait || follow, follow: follow, table: format == formatTable, timeout: timeout})
 			})
 		}),
 	}
@@ -83,6 +94,7 @@ was cancelled or suspended; 1 invalid input or an operational error
 	c.Flags().BoolVar(&wait, "wait", false, "wait for the reply and print it")
 	c.Flags().BoolVar(&follow, "follow", false, "wait for the reply, then print the run's events until the terminal one")
 	c.Flags().DurationVar(&timeout, "timeout", 0, "give up waiting after this long, e.g. 30s (default: wait until interrupted)")
+	c.Flags().StringVar(&format, "format", formatJSON, "json (JSON lines) or table")
 	a.journalFlags(c)
 	return c
 }
@@ -150,15 +162,26 @@ func (a *app) withValkey(f func(valkey.Client, string) error) error {
 	return f(vc, ns)
 }
 
+// enqueueFlags say how far enqueue goes and how it prints.
+type enqueueFlags struct {
+	wait, follow, table bool
+	timeout             time.Duration
+}
+
 // enqueue sends m and, when asked, waits for its reply and follows its run.
-func (a *app) enqueue(ctx context.Context, cl *client.Client, m client.Message, wait, follow bool, timeout time.Duration) error {
+func (a *app) enqueue(ctx context.Context, cl *client.Client, m client.Message, f enqueueFlags) error {
 	sent, err := cl.Send(ctx, m)
 	if err != nil {
 		return err
 	}
-	if !wait {
+	if !f.wait {
+		if f.table {
+			_, err := fmt.Fprintf(a.stdout, "sent %s %s: entry %s on %s, reply to %s\n", sent.MessageID, sent.Type, sent.EntryID, sent.Stream, sent.ReplyTo)
+			return err
+		}
 		return a.emit(sent)
 	}
+	timeout := f.timeout
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -171,7 +194,12 @@ func (a *app) enqueue(ctx context.Context, cl *client.Client, m client.Message, 
 	if err != nil {
 		return err
 	}
-	if err := a.emit(r); err != nil {
+	if f.table {
+		err = writeReplyLine(a.stdout, r)
+	} else {
+		err = a.emit(r)
+	}
+	if err != nil {
 		return err
 	}
 	switch r.Status {
@@ -180,20 +208,24 @@ func (a *app) enqueue(ctx context.Context, cl *client.Client, m client.Message, 
 	case messages.StatusError:
 		return exitStatus(messages.ExitRunFailed)
 	}
-	if !follow || (m.Type != messages.StartRun && m.Type != messages.RunCase) {
+	if !f.follow || (m.Type != messages.StartRun && m.Type != messages.RunCase) {
 		return nil
 	}
 	res, err := client.RunResult(r)
 	if err != nil {
 		return err
 	}
+	var sum followSummary
 	end, err := cl.Follow(ctx, res.Events, func(ev journal.Event) error {
 		raw, err := ev.JSON()
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(a.stdout, "%s\n", raw)
-		return err
+		if !f.table {
+			_, err = fmt.Fprintf(a.stdout, "%s\n", raw)
+			return err
+		}
+		return sum.event(a.stdout, ev, raw)
 	})
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("enqueue: run %s did not end within --timeout %s", res.RunID, timeout)
@@ -201,8 +233,142 @@ func (a *app) enqueue(ctx context.Context, cl *client.Client, m client.Message, 
 	if err != nil {
 		return err
 	}
+	if f.table {
+		if err := sum.write(a.stdout, res.RunID, end); err != nil {
+			return fmt.Errorf("write output: %w", err)
+		}
+	}
 	if end.Status != journal.StatusComplete {
 		return exitStatus(messages.ExitRunFailed)
+	}
+	return nil
+}
+
+// writeReplyLine writes a reply on one line for people: the message, its
+// status, the code and message of a refusal or an error, the result of an
+// ok reply.
+func writeReplyLine(w io.Writer, r messages.Reply) error {
+	line := fmt.Sprintf("reply %s %s: %s", cell(r.MessageID), r.Type, r.Status)
+	if r.Code != "" {
+		line += " " + string(r.Code)
+	}
+	if r.Message != "" {
+		line += ": " + Redact(oneLine(r.Message))
+	}
+	if len(r.Result) > 0 {
+		line += " " + rawText(r.Result)
+	}
+	_, err := fmt.Fprintln(w, line)
+	return err
+}
+
+// followEvent is what a followed run's event line for people shows, and
+// what the summary keeps of a run:error.
+type followEvent struct {
+	RunSeq int64  `json:"run_seq"`
+	Kind   string `json:"kind"`
+	Call   *struct {
+		Kind string `json:"kind"`
+		Key  string `json:"key"`
+	} `json:"call"`
+	// Provenance is a string on call:done and case:call (the counts by
+	// provenance on case:outcome).
+	Provenance json.RawMessage    `json:"provenance"`
+	Code       string             `json:"code"`
+	Message    string             `json:"message"`
+	Status     string             `json:"status"`
+	Change     *replay.Divergence `json:"change"`
+	Divergence *replay.Divergence `json:"divergence"`
+}
+
+// followSummary is what the summary after a followed run needs: the
+// case:outcome of a case run, the change of its cause (a case:call) and
+// the run:error's divergence and message.
+type followSummary struct {
+	outcome    *replay.Outcome
+	cause      *replay.Divergence
+	divergence *replay.Divergence
+	message    string
+}
+
+// event writes one event of a followed run as a short line for people
+// (run_seq, kind, the call and its provenance, the role of a changed call,
+// a run:error's code and message, a case:outcome's status) and keeps what
+// the summary needs.
+func (s *followSummary) event(w io.Writer, e journal.Event, raw []byte) error {
+	var ev followEvent
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		// A member of another shape than the kinds known here have: the
+		// line says what every event has.
+		ev = followEvent{RunSeq: e.RunSeq, Kind: string(e.Kind)}
+	}
+	line := fmt.Sprintf("%5d  %-13s", ev.RunSeq, ev.Kind)
+	if ev.Call != nil {
+		line += "  " + cell(ev.Call.Kind+":"+ev.Call.Key)
+	}
+	if p := rawString(ev.Provenance); p != "" {
+		line += "  " + p
+	}
+	if ev.Change != nil && ev.Change.Role != "" {
+		line += " (" + roleText(ev.Change.Role, ev.Change.CausedBy) + ")"
+		if ev.Change.Role == replay.RoleCause && s.cause == nil {
+			s.cause = ev.Change
+		}
+	}
+	switch journal.Kind(ev.Kind) {
+	case journal.KindRunError:
+		line += "  " + ev.Code
+		if ev.Message != "" {
+			line += ": " + Redact(oneLine(ev.Message))
+		}
+		s.divergence, s.message = ev.Divergence, ev.Message
+	case journal.KindCaseOutcome:
+		var o replay.Outcome
+		if err := json.Unmarshal(raw, &o); err != nil {
+			return fmt.Errorf("enqueue: case:outcome of event %d: %w", ev.RunSeq, err)
+		}
+		s.outcome = &o
+		line += "  " + cell(string(o.Status))
+		if o.Code != "" {
+			line += " " + o.Code
+		}
+	}
+	_, err := fmt.Fprintln(w, strings.TrimRight(line, " "))
+	return err
+}
+
+// write writes the summary after the run ended: its id, status and code
+// and, for a case run, its outcome (writeOutcome), then the divergence's
+// detail (the outcome's, else the run:error's), or, for a case run that did
+// not diverge, the detail of its cause's change, as case run's table does.
+func (s *followSummary) write(w io.Writer, runID string, end client.End) error {
+	fmt.Fprintln(w)
+	d := s.divergence
+	if s.outcome != nil {
+		writeOutcome(w, *s.outcome, "")
+		if s.outcome.Divergence != nil {
+			d = s.outcome.Divergence
+		}
+	} else {
+		field(w, "", "run", runID)
+		status := string(end.Status)
+		if end.Code != "" {
+			status += " " + string(end.Code)
+		}
+		field(w, "", "status", status)
+		if s.message != "" {
+			field(w, "", "message", Redact(oneLine(s.message)))
+		}
+	}
+	switch {
+	case d != nil:
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "divergence:")
+		writeDivergence(w, d, "  ")
+	case s.cause != nil:
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "cause %s:\n", cell(s.cause.Call))
+		writeDivergence(w, s.cause, "  ")
 	}
 	return nil
 }

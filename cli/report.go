@@ -60,7 +60,7 @@ func jsonLine(v any) json.RawMessage {
 // order: each call with its provenance (a prefix call "verified"), the
 // change of the call lines that carry one, and the call that stopped the
 // run ("stopped", with the divergence when it diverged).
-func timeline(log *flow.MemLog, runID string, calls []replay.CallLine, out replay.Outcome) []htmlreport.Call {
+func timeline(log *flow.MemLog, runID string, calls []replay.CallLine, out replay.Outcome, values bool) []htmlreport.Call {
 	changes := map[int]*replay.Divergence{}
 	for _, c := range calls {
 		if c.Change != nil {
@@ -88,7 +88,7 @@ func timeline(log *flow.MemLog, runID string, calls []replay.CallLine, out repla
 				c.Provenance = provVerified
 			}
 			if d := changes[seq]; d != nil {
-				c.Change = jsonLine(d)
+				c.Change = jsonLine(valuesIf(d, values))
 			}
 			tl = append(tl, c)
 		}
@@ -100,7 +100,7 @@ func timeline(log *flow.MemLog, runID string, calls []replay.CallLine, out repla
 			c.Seq, c.Effect = seq, effects[stop]
 		}
 		if out.Divergence != nil && out.Divergence.Call == stop {
-			c.Change = jsonLine(out.Divergence)
+			c.Change = jsonLine(valuesIf(out.Divergence, values))
 		}
 		tl = append(tl, c)
 	}
@@ -111,7 +111,30 @@ func timeline(log *flow.MemLog, runID string, calls []replay.CallLine, out repla
 func runReport(title string, values bool, log *flow.MemLog, runID string, rep replay.Report) htmlreport.Report {
 	out := jsonLine(rep.Outcome)
 	return htmlreport.Report{Command: "case run", Title: title, Values: values, Summary: out,
-		Cases: []htmlreport.Case{{Line: out, Timeline: timeline(log, runID, rep.Calls, rep.Outcome)}}}
+		Cases: []htmlreport.Case{{Line: out, Timeline: timeline(log, runID, rep.Calls, rep.Outcome, values)}}}
+}
+
+// valuesIf is d, or without --values a copy of d without the values of its
+// field diff (a case compare's runs keep values to compare results).
+func valuesIf(d *replay.Divergence, values bool) *replay.Divergence {
+	if d == nil || values || d.Diff == nil || d.Diff.Values == nil {
+		return d
+	}
+	c, diff := *d, *d.Diff
+	diff.Values = nil
+	c.Diff = &diff
+	return &c
+}
+
+// suiteReport is the report of a case test: a case per line, with the
+// timeline of each case that did not pass.
+func suiteReport(title string, values bool, lines []suiteLine, sum suiteSummary) htmlreport.Report {
+	r := htmlreport.Report{Command: "case test", Title: title, Values: values, Summary: jsonLine(sum),
+		Cases: make([]htmlreport.Case, 0, len(lines))}
+	for _, l := range lines {
+		r.Cases = append(r.Cases, htmlreport.Case{Line: jsonLine(l), Timeline: l.timeline})
+	}
+	return r
 }
 
 // diffReport is the report of a case diff.
@@ -127,12 +150,12 @@ func diffReport(title string, values bool, man diffManifest, calls []callChange,
 // compareReport is the report of a case compare: each arm's line, its
 // answer and the line diff of its answer against the first arm's, its
 // tool calls and its timeline.
-func compareReport(title string, values bool, arms []compareArm, timelines [][]htmlreport.Call, lines []armLine, cmp comparisonLine) htmlreport.Report {
+func compareReport(title string, values bool, arms []compareArm, lines []armLine, cmp comparisonLine) htmlreport.Report {
 	r := htmlreport.Report{Command: "case compare", Title: title, Values: values, Summary: jsonLine(cmp)}
 	first := ""
 	for i, arm := range arms {
 		answer := indentedJSON(arm.report.Outcome.Result)
-		a := htmlreport.Arm{Line: jsonLine(lines[i]), Answer: answer, Timeline: timelines[i]}
+		a := htmlreport.Arm{Line: jsonLine(lines[i]), Answer: answer, Timeline: arm.timeline}
 		if i == 0 {
 			first = answer
 		} else {

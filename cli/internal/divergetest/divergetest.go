@@ -151,7 +151,7 @@ func registerCharge(reg *flow.Registry, v2 bool) error {
 		Defaults: ChargeInputs{SKU: "SKU-1", Qty: 2},
 		Steps:    []flow.Decl{quote, charge, receipt},
 		Run: func(ctx context.Context, in ChargeInputs) (string, error) {
-			q, err := quote.Call(ctx, QuoteInput{SKU: in.SKU, Qty: in.Qty})
+			q, err := quote.Call(ctx, QuoteInput(in))
 			if err != nil {
 				return "", err
 			}
