@@ -448,7 +448,7 @@ func (l suiteLine) codeText() string {
 	if l.Status == suitePass {
 		return ""
 	}
-	s := cmp.Or(deref(l.Code), "unconsumed_keys")
+	s := problemType(l)
 	if l.Reason != nil {
 		s += " (" + *l.Reason + ")"
 	}
@@ -519,7 +519,7 @@ func writeJUnit(path string, lines []suiteLine, sum suiteSummary, elapsed time.D
 			if err != nil {
 				return err
 			}
-			p := &junitProblem{Message: failureMessage(l), Type: cmp.Or(deref(l.Code), "unconsumed_keys"), Text: string(body)}
+			p := &junitProblem{Message: failureMessage(l), Type: problemType(l), Text: string(body)}
 			if l.Status == suiteError {
 				tc.Error = p
 			} else {
@@ -550,7 +550,7 @@ func writeJUnit(path string, lines []suiteLine, sum suiteSummary, elapsed time.D
 // differ, or the unconsumed calls.
 func failureMessage(l suiteLine) string {
 	var b strings.Builder
-	b.WriteString(cmp.Or(deref(l.Code), "unconsumed_keys"))
+	b.WriteString(problemType(l))
 	if l.Reason != nil {
 		fmt.Fprintf(&b, " (%s)", *l.Reason)
 	}
@@ -573,6 +573,19 @@ func failureMessage(l suiteLine) string {
 		fmt.Fprintf(&b, ": %s", *l.Message)
 	}
 	return b.String()
+}
+
+// problemType names why a case did not pass when its line has no code: a
+// case that could not run is an "error"; one that ran is "unconsumed_keys"
+// (it completed and left recorded calls unmade).
+func problemType(l suiteLine) string {
+	switch {
+	case l.Code != nil:
+		return *l.Code
+	case l.Status == suiteError:
+		return suiteError
+	}
+	return "unconsumed_keys"
 }
 
 // seconds is a duration in seconds with millisecond precision, as JUnit
