@@ -695,6 +695,7 @@
 				td.colSpan = 2;
 				const fd = v && typeof v === "object" && fieldDiff(v, [["a", "b"], ["recorded", "actual"]]);
 				if (fd) add(td, fd);
+				else if (v && typeof v === "object" && Array.isArray(v.added) && Array.isArray(v.removed) && Array.isArray(v.changed)) add(td, el("span", "same", "no difference"));
 				else if (v && typeof v === "object") add(td, el("pre", null, JSON.stringify(v, null, 2)));
 				else add(td, el("span", "mono", show(v)));
 			}
