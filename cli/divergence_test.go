@@ -255,22 +255,7 @@ func TestDivergenceOldBundleWithoutInputs(t *testing.T) {
 	t.Parallel()
 	bin := divergeBinary(t)
 	dir, file := devCase(t, bin, "charge")
-	exported := filepath.Join(dir, "charge.json")
-	store := "--fixture-store=" + filepath.Join(dir, "store")
-	imported := runIn(t, bin, dir, "case", "import", file, store)
-	var in struct {
-		FixtureHash string `json:"fixture_hash"`
-	}
-	if err := json.Unmarshal([]byte(imported.stdout), &in); err != nil || imported.code != 0 {
-		t.Fatalf("import\n%s", imported)
-	}
-	if r := runIn(t, bin, dir, "case", "export", in.FixtureHash, "--out", exported, "--json", store); r.code != 0 {
-		t.Fatalf("export\n%s", r)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(readFile(t, exported), &doc); err != nil {
-		t.Fatal(err)
-	}
+	doc := exportJSON(t, bin, dir, file)
 	for _, res := range doc["results"].([]any) {
 		delete(res.(map[string]any), "input")
 		delete(res.(map[string]any), "start_seq")

@@ -127,7 +127,7 @@
 	}
 	function divergencePaths(d) {
 		if (!d) return [];
-		return [...paths(d.diff), ...arr(d.model && d.model.messages)];
+		return [...new Set([...paths(d.diff), ...arr(d.model && d.model.messages)])];
 	}
 	function pathList(parent, list) {
 		for (const p of list) add(parent, el("code", "field-path", p));
@@ -163,7 +163,7 @@
 	// pair renders {recorded, actual} or {a, b} as "x → y".
 	function pair(v) {
 		if (!v || typeof v !== "object") return show(v);
-		const [l, r] = has(v, "recorded") || has(v, "actual") ? ["recorded", "actual"] : has(v, "current") ? ["recorded", "current"] : ["a", "b"];
+		const [l, r] = has(v, "current") ? ["recorded", "current"] : has(v, "recorded") || has(v, "actual") ? ["recorded", "actual"] : ["a", "b"];
 		return show(v[l] === undefined ? null : v[l]) + " → " + show(v[r] === undefined ? null : v[r]);
 	}
 	function lineDiff(lines, cls) {
