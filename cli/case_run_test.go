@@ -312,17 +312,22 @@ func TestCaseRunCosts(t *testing.T) {
 }
 
 // TestRecordedSamplesReplay is the replay check of the product page run on
-// the sample cases in testdata/cases, recorded from the example targets: the
-// current examples must make the same calls with the same inputs. A change to
-// flow/examples that fails it needs the samples recorded again (see
-// docs/cli.md, "case run").
+// the sample cases in testdata/cases, every one recorded from the example
+// targets: the current examples must make the same calls with the same
+// inputs. A change to flow/examples that fails it needs the samples
+// recorded again (docs/cli.md, "Sample cases").
 func TestRecordedSamplesReplay(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"checkout-recorded.json", "support-agent-recorded.json"} {
-		r := run(t, invocation{args: []string{"case", "run", filepath.Join("..", "testdata", "cases", name), "--replay-only"}})
-		wantOK(t, r)
-		if _, out := outcomeOf(t, r); out.Status != "complete" || out.LiveCalls != 0 || len(out.UnconsumedKeys) != 0 {
-			t.Fatalf("%s\n%s", name, r)
-		}
+	r := run(t, invocation{args: []string{"case", "test", filepath.Join("..", "testdata", "cases")}})
+	wantOK(t, r)
+	lines := decodeLines[struct {
+		Type   string `json:"type"`
+		Status string `json:"status"`
+		Calls  int    `json:"calls"`
+		Cases  int    `json:"cases"`
+		Passed int    `json:"passed"`
+	}](t, r)
+	if sum := lines[len(lines)-1]; sum.Type != "summary" || sum.Cases != 4 || sum.Passed != 4 {
+		t.Fatalf("want the 4 sample cases to pass\n%s", r)
 	}
 }

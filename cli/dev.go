@@ -105,6 +105,9 @@ func (a *app) dev(ctx context.Context, target, runID, dir string, inputs map[str
 	if !ok {
 		return fmt.Errorf("dev: no target %q is registered (see %s targets)", target, a.name())
 	}
+	if err := needModelClient("dev", reg, info, models != nil); err != nil {
+		return err
+	}
 	if strings.ContainsAny(target, `/\`) || target == "." || target == ".." {
 		return fmt.Errorf("dev: target name %q cannot name a file", target)
 	}

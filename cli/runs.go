@@ -134,8 +134,12 @@ type runOutput struct {
 
 func (a *app) runTarget(ctx context.Context, j journal.Journal, target, runID string, inputs map[string]json.RawMessage, models flow.ModelClient) error {
 	reg := a.registry()
-	if _, ok := reg.Lookup(target); !ok {
+	info, ok := reg.Lookup(target)
+	if !ok {
 		return fmt.Errorf("run: no target %q is registered (see %s targets)", target, a.name())
+	}
+	if err := needModelClient("run", reg, info, models != nil); err != nil {
+		return err
 	}
 	log, err := journallog.New(j, journallog.Options{Owner: processOwner()})
 	if err != nil {

@@ -433,6 +433,14 @@ func (r *Registry) Lookup(name string) (TargetInfo, bool) {
 	return t.info, true
 }
 
+// HasModelClient reports whether the target named name is an agent with a
+// model client of its own (Agent.Client): one that can run its model calls
+// when the run is given no client.
+func (r *Registry) HasModelClient(name string) bool {
+	t, err := r.get(name)
+	return err == nil && t.client != nil
+}
+
 // Targets returns every registered target, sorted by name.
 func (r *Registry) Targets() []TargetInfo {
 	r.mu.RLock()

@@ -7,6 +7,7 @@
 //     receipt (pure); charge_v2 adds a currency field to charge's input.
 //   - helpdesk and helpdesk_v2 (agents): one lookup_order tool call, then
 //     an answer; helpdesk_v2 adds include_history to the tool's argument.
+//   - helpdesk_bare (agent): helpdesk with no model client of its own.
 //   - loop and loop_v2 (workflows): n read steps (input n, default 10);
 //     loop_v2 changes the input of the tenth step from the end.
 //
@@ -27,6 +28,7 @@ const (
 	ChargeV2     = "charge_v2"
 	Helpdesk     = "helpdesk"
 	HelpdeskV2   = "helpdesk_v2"
+	HelpdeskBare = "helpdesk_bare"
 	Loop         = "loop"
 	LoopV2       = "loop_v2"
 	codeVersion1 = "divergetest/v1"
@@ -99,7 +101,7 @@ func Register(reg *flow.Registry) error {
 			return err
 		}
 	}
-	return nil
+	return registerHelpdeskAs(reg, HelpdeskBare, codeVersion1, false, nil)
 }
 
 func registerLoop(reg *flow.Registry, v2 bool) error {
@@ -169,10 +171,15 @@ func registerCharge(reg *flow.Registry, v2 bool) error {
 }
 
 func registerHelpdesk(reg *flow.Registry, v2 bool) error {
-	name, version := Helpdesk, codeVersion1
 	if v2 {
-		name, version = HelpdeskV2, codeVersion2
+		return registerHelpdeskAs(reg, HelpdeskV2, codeVersion2, true, helpdeskModel{})
 	}
+	return registerHelpdeskAs(reg, Helpdesk, codeVersion1, false, helpdeskModel{})
+}
+
+// registerHelpdeskAs registers the helpdesk agent under name with client
+// (nil: none of its own); v2 adds include_history to the tool's argument.
+func registerHelpdeskAs(reg *flow.Registry, name, version string, v2 bool, client flow.ModelClient) error {
 	lookup := flow.NewTool("lookup_order", "Look up an order by id.", func(ctx context.Context, in LookupInput) (map[string]string, error) {
 		return map[string]string{"order_id": in.OrderID, "status": "shipped"}, nil
 	}).ReadOnly()
@@ -180,7 +187,7 @@ func registerHelpdesk(reg *flow.Registry, v2 bool) error {
 		Name: name, CodeVersion: version,
 		Model:    "helpdesk-model",
 		System:   "You answer questions about orders.\nLook the order up before you answer.",
-		Client:   helpdeskModel{},
+		Client:   client,
 		Defaults: HelpdeskInputs{Question: "Where is order ord_1?"},
 		Tools:    []flow.ToolDef{lookup},
 		Run: func(ctx context.Context, in HelpdeskInputs) (string, error) {
