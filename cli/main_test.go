@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"flag"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -21,6 +22,11 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
+	if fuzzing() {
+		// The fuzzers (and each fuzz worker, a process of its own) call no
+		// binary: building one per process cost minutes.
+		return m.Run()
+	}
 	dir, err := os.MkdirTemp("", "pyrula-cli-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "make temp dir:", err)
@@ -32,6 +38,18 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
+}
+
+// fuzzing says that this process fuzzes (go test -fuzz) or is a fuzz
+// worker.
+func fuzzing() bool {
+	flag.Parse()
+	for _, name := range []string{"test.fuzz", "test.fuzzworker"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" && f.Value.String() != "false" {
+			return true
+		}
+	}
+	return false
 }
 
 // result is what one run of the binary did.
