@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/valkey-io/valkey-go"
 
+	"github.com/pyrula/caseworker/internal/valkeyconn"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/memjournal"
 	"github.com/pyrula/caseworker/journal/pgarchive"
@@ -72,6 +73,10 @@ type Config struct {
 	// ArchiveDSN, when set, is the PostgreSQL database of the archive
 	// (PYRULA_POSTGRES_DSN).
 	ArchiveDSN string
+	// TLS are the TLS files of a rediss:// URL (PYRULA_VALKEY_CA_FILE,
+	// PYRULA_VALKEY_CERT_FILE, PYRULA_VALKEY_KEY_FILE); unused with a
+	// Client.
+	TLS valkeyconn.TLSFiles
 }
 
 // Journal is an opened journal with what it holds open.
@@ -139,7 +144,7 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 	}
 	client := cfg.Client
 	if client == nil {
-		c, err := connect(url)
+		c, err := connect(url, cfg.TLS)
 		if err != nil {
 			j.Close()
 			return nil, err
@@ -156,14 +161,16 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 	return j, nil
 }
 
-// connect dials the Valkey at url, without client-side caching (the
-// journal's keys change under other processes).
-func connect(url string) (valkey.Client, error) {
-	opt, err := valkey.ParseURL(url)
-	if err != nil {
+// connect dials the Valkey at url with the TLS files (valkeyconn: no
+// client-side caching, the journal's keys change under other processes).
+func connect(url string, files valkeyconn.TLSFiles) (valkey.Client, error) {
+	opt, err := valkeyconn.Options(url, files)
+	if errors.Is(err, valkeyconn.ErrInvalidURL) {
 		return nil, fmt.Errorf("%s: %w", EnvValkeyURL, ErrInvalidURL)
 	}
-	opt.DisableCache = true
+	if err != nil {
+		return nil, err
+	}
 	c, err := valkey.NewClient(opt)
 	if err != nil {
 		return nil, fmt.Errorf("connect to the journal's Valkey (%s): %w", EnvValkeyURL, err)
