@@ -2,8 +2,8 @@ package cli_test
 
 import (
 	"bytes"
-	"flag"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/journallog"
+	"github.com/pyrula/caseworker/internal/valkeyconn"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/capture"
 	"github.com/pyrula/caseworker/journal/pgarchive"
@@ -345,18 +346,22 @@ type exitStatus int
 func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 // valkeyClient connects to the Valkey that PYRULA_VALKEY_URL names (default
-// redis://127.0.0.1:6379/0), without client-side caching; errors name the
-// variable and never print the URL's password.
+// redis://127.0.0.1:6379/0), with the TLS files of PYRULA_VALKEY_CA_FILE,
+// PYRULA_VALKEY_CERT_FILE and PYRULA_VALKEY_KEY_FILE (valkeyconn), without
+// client-side caching; errors name the variable and never print the URL's
+// password.
 func (a *app) valkeyClient() (valkey.Client, error) {
 	url := a.getenv(envValkeyURL)
 	if url == "" {
 		url = defaultValkeyURL
 	}
-	opt, err := valkey.ParseURL(url)
-	if err != nil {
+	opt, err := valkeyconn.Options(url, valkeyconn.FromEnv(a.getenv))
+	if errors.Is(err, valkeyconn.ErrInvalidURL) {
 		return nil, fmt.Errorf("%s: not a redis:// or rediss:// URL", envValkeyURL)
 	}
-	opt.DisableCache = true
+	if err != nil {
+		return nil, err
+	}
 	c, err := valkey.NewClient(opt)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Valkey at %s (%s): %w", Redact(url), envValkeyURL, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 	"github.com/valkey-io/valkey-go"
 
+	"github.com/pyrula/caseworker/internal/valkeyconn"
 	"github.com/pyrula/caseworker/journal"
 	jresolve "github.com/pyrula/caseworker/journal/resolve"
 	"github.com/pyrula/caseworker/messages"
@@ -59,6 +60,15 @@ type Config struct {
 	PostgresDSN string `envconfig:"POSTGRES_DSN" desc:"PostgreSQL DSN of the run archive (and the fixture store when PYRULA_FIXTURE_STORE is unset)"`
 	// ValkeyURL is PYRULA_VALKEY_URL: the Valkey server (redis:// or rediss://).
 	ValkeyURL string `envconfig:"VALKEY_URL" default:"redis://127.0.0.1:6379/0" desc:"Valkey URL (redis:// or rediss://)"`
+	// ValkeyCAFile is PYRULA_VALKEY_CA_FILE: a PEM file of the certificate
+	// authorities that sign a rediss:// server's certificate (a private
+	// CA), trusted besides the system's.
+	ValkeyCAFile string `envconfig:"VALKEY_CA_FILE" desc:"PEM file of a private CA that signs the rediss:// server's certificate"`
+	// ValkeyCertFile and ValkeyKeyFile are PYRULA_VALKEY_CERT_FILE and
+	// PYRULA_VALKEY_KEY_FILE: the client certificate and key a rediss://
+	// server asks for (mutual TLS); both or neither.
+	ValkeyCertFile string `envconfig:"VALKEY_CERT_FILE" desc:"PEM file of the client certificate for a rediss:// server that asks for one (mutual TLS)"`
+	ValkeyKeyFile  string `envconfig:"VALKEY_KEY_FILE" desc:"PEM file of the client certificate's private key"`
 	// Namespace is PYRULA_NAMESPACE: the prefix of every key.
 	Namespace string `envconfig:"NAMESPACE" default:"pyrula" desc:"key namespace"`
 	// CompletedTTL is PYRULA_COMPLETED_TTL: how long finished runs stay in Valkey.
@@ -262,6 +272,11 @@ func (c Config) Defaults() (Config, error) {
 	return c, nil
 }
 
+// valkeyTLS are the TLS files of the Valkey connection.
+func (c Config) valkeyTLS() valkeyconn.TLSFiles {
+	return valkeyconn.TLSFiles{CAFile: c.ValkeyCAFile, CertFile: c.ValkeyCertFile, KeyFile: c.ValkeyKeyFile}
+}
+
 // Validate checks a Config after Defaults; the error is invalid_overrides
 // and names the first variable that is wrong.
 func (c Config) Validate() error {
@@ -274,6 +289,9 @@ func (c Config) Validate() error {
 	if c.ValkeyURL != "" {
 		if _, err := valkey.ParseURL(c.ValkeyURL); err != nil {
 			return bad("VALKEY_URL", "not a redis://, rediss:// or unix:// URL")
+		}
+		if _, err := valkeyconn.Options(c.ValkeyURL, c.valkeyTLS()); err != nil {
+			return messages.Errorf(messages.InvalidOverrides, "%v", err)
 		}
 	}
 	positiveDurations := []struct {
@@ -329,7 +347,7 @@ var usageGroups = []struct {
 	keys  []string
 	notes []string
 }{
-	{title: "Valkey", keys: []string{"VALKEY_URL", "NAMESPACE", "COMPLETED_TTL", "WAIT_REPLICAS", "WAIT_TIMEOUT"}},
+	{title: "Valkey", keys: []string{"VALKEY_URL", "VALKEY_CA_FILE", "VALKEY_CERT_FILE", "VALKEY_KEY_FILE", "NAMESPACE", "COMPLETED_TTL", "WAIT_REPLICAS", "WAIT_TIMEOUT"}},
 	{title: "Message stream and consumers", keys: []string{"CASE_STREAM", "REPLY_STREAM", "CONSUMER_GROUP",
 		"CONSUMER_NAME", "CONCURRENCY", "SAVE_CONCURRENCY", "MAX_MESSAGE_BYTES", "MAX_DELIVERIES", "CLAIM_IDLE",
 		"IDEMPOTENCY_TTL", "MAINTENANCE_INTERVAL", "CONSUMER_EXPIRY"}},

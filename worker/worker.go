@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/internal/valkeyconn"
 	"github.com/pyrula/caseworker/journal"
 	jresolve "github.com/pyrula/caseworker/journal/resolve"
 	"github.com/pyrula/caseworker/messages"
@@ -186,11 +187,13 @@ func (w *Worker) open(ctx context.Context) error {
 	if w.givenClient != nil {
 		w.client = w.givenClient
 	} else {
-		opt, err := valkey.ParseURL(w.cfg.ValkeyURL)
-		if err != nil {
+		opt, err := valkeyconn.Options(w.cfg.ValkeyURL, w.cfg.valkeyTLS())
+		if errors.Is(err, valkeyconn.ErrInvalidURL) {
 			return messages.Errorf(messages.InvalidOverrides, "PYRULA_VALKEY_URL: not a redis:// or rediss:// URL")
 		}
-		opt.DisableCache = true
+		if err != nil {
+			return messages.Errorf(messages.InvalidOverrides, "%v", err)
+		}
 		c, err := valkey.NewClient(opt)
 		if err != nil {
 			return fmt.Errorf("worker: connect to Valkey at %s (PYRULA_VALKEY_URL): %w", store.Redact(w.cfg.ValkeyURL), err)
