@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -95,7 +96,9 @@ func (f *caseRunFlags) addLadderFlags(c *cobra.Command) {
 
 // ladderOptions sets o from the flags addLadderFlags registered (the
 // model client excepted); verb ("case run") starts its errors. --supply is
-// not read under o.ReplayOnly, which ignores it.
+// not read under o.ReplayOnly, which ignores it (case run warns). A
+// --max-cost-usd that is not a finite number (NaN, Inf, which pflag
+// parses) is invalid input: it would switch the ceiling off.
 func (f caseRunFlags) ladderOptions(c *cobra.Command, verb string, o *replay.Options) error {
 	o.FromStart, o.AllowWrite = f.fromStart, f.allow
 	var err error
@@ -108,6 +111,9 @@ func (f caseRunFlags) ladderOptions(c *cobra.Command, verb string, o *replay.Opt
 	budget := f.liveBudget
 	o.LiveBudget = &budget
 	if c.Flags().Changed("max-cost-usd") {
+		if math.IsNaN(f.maxCost) || math.IsInf(f.maxCost, 0) {
+			return fmt.Errorf("%s: --max-cost-usd %g is not a finite number: give the ceiling in US dollars, 0 or more", verb, f.maxCost)
+		}
 		if f.maxCost < 0 {
 			return fmt.Errorf("%s: --max-cost-usd %g is negative", verb, f.maxCost)
 		}
@@ -188,10 +194,20 @@ func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseR
 		return fmt.Errorf("case run: %s", flagWords(err, f.supply))
 	}
 	if f.llmRef != "" {
-		if p.Models, err = a.modelClient(f.llmRef); err != nil {
+		if f.replayOnly {
+			// A replay-only run sends no model call: the client is named
+			// (the outcome's llm_ref) but not opened, so it needs no key.
+			err = resolve.Check(f.llmRef, p.Registry)
+		} else {
+			p.Models, err = a.modelClient(f.llmRef)
+		}
+		if err != nil {
 			return fmt.Errorf("case run: --llm-ref: %w", err)
 		}
 		p.LLMRef = f.llmRef
+	}
+	if f.replayOnly && f.supply != "" {
+		fmt.Fprintf(a.stderr, "warning: --supply %s is not read under --replay-only: a replay-only run answers every call from the recording\n", validText(f.supply))
 	}
 	runCtx, stop := cancelOnInterrupt(ctx)
 	defer stop()
@@ -214,7 +230,7 @@ func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseR
 	table := f.format == formatTable
 	if status == messages.ExitRefused {
 		out := rep.Outcome
-		msg := Redact(oneLine(out.Message))
+		msg := errorText(out.Message)
 		if table {
 			writeRefusalTable(a.stdout, out.Code, msg, out.StopKey, out.Divergence)
 		} else if err := a.emit(struct {

@@ -1,6 +1,6 @@
 // Package cli is the `pyrula` command tree: `pyrula case import|export|list|
 // show|delete|gc|save|run|test|diff|compare`, `run`, `targets`, `events`,
-// `enqueue` and `db migrate`. It is
+// `enqueue`, `db migrate` and `version`. It is
 // a package rather than code in cmd/pyrula so that a user's own binary (which
 // registers its own targets) can offer the same commands by calling Main or
 // Options.Main.
@@ -75,7 +75,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 //     store commands use);
 //   - invalid input (unknown commands or flags, missing arguments, unreadable
 //     files) and operational errors print one "error: …" line on stderr, with
-//     URL passwords redacted, and return 1;
+//     URL passwords redacted and invalid UTF-8 replaced, and return 1;
 //   - a started run that failed, was cancelled or suspended (run, dev,
 //     case run, enqueue; a case of case test that did not pass, an arm of
 //     case compare that did not complete) returns 3 after printing its
@@ -91,7 +91,7 @@ func (o Options) Main(ctx context.Context, args []string, getenv func(string) st
 	a := &app{opts: o, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
 	reg, err := o.registry()
 	if err != nil {
-		fmt.Fprintf(stderr, "error: %s\n", Redact(oneLine(err.Error())))
+		errorLine(stderr, err.Error())
 		return messages.ExitError
 	}
 	a.reg = reg
@@ -122,9 +122,9 @@ func (a *app) report(cmd *cobra.Command, err error) int {
 		out := struct {
 			Code    messages.Code `json:"code"`
 			Message string        `json:"message"`
-		}{e.Code, Redact(oneLine(msg))}
+		}{e.Code, errorText(msg)}
 		if werr := writeJSON(a.stdout, out); werr != nil {
-			fmt.Fprintf(a.stderr, "error: %s\n", Redact(oneLine(werr.Error())))
+			errorLine(a.stderr, werr.Error())
 			return messages.ExitError
 		}
 		return e.Code.ExitStatus()
@@ -137,8 +137,27 @@ func (a *app) report(cmd *cobra.Command, err error) int {
 		// missing arguments) is a usage error: point at the help.
 		msg = fmt.Sprintf("%s (see %q)", msg, cmd.CommandPath()+" --help")
 	}
-	fmt.Fprintf(a.stderr, "error: %s\n", Redact(msg))
+	errorLine(a.stderr, msg)
 	return messages.ExitError
+}
+
+// errorLine prints msg as the one "error: …" line of a failed command on w,
+// in the form errorText gives it.
+func errorLine(w io.Writer, msg string) {
+	fmt.Fprintf(w, "error: %s\n", errorText(msg))
+}
+
+// errorText is msg as an error line or a refusal's message prints it: valid
+// UTF-8 whatever the error echoes (a run id or a path given with invalid
+// bytes: each invalid sequence becomes U+FFFD), on one line, with
+// passwords redacted.
+func errorText(msg string) string {
+	return Redact(oneLine(validText(msg)))
+}
+
+// validText is s with each invalid UTF-8 sequence replaced by U+FFFD.
+func validText(s string) string {
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // runError marks an error returned by a command's own work (not by cobra's
@@ -215,7 +234,8 @@ Outputs are JSON (one object, or JSON lines for lists). Exit status:
 		},
 	}
 	root.SetFlagErrorFunc(flagError)
-	root.AddCommand(a.caseCmd(), a.devCmd(), a.runCmd(), a.targetsCmd(), a.eventsCmd(), a.dbCmd(), a.enqueueCmd())
+	addVersionFlag(root)
+	root.AddCommand(a.caseCmd(), a.devCmd(), a.runCmd(), a.targetsCmd(), a.eventsCmd(), a.dbCmd(), a.enqueueCmd(), a.versionCmd())
 	return root
 }
 

@@ -56,7 +56,8 @@ type Options struct {
 // Run runs the process: the subcommand in os.Args, with a context that
 // ends on SIGINT or SIGTERM. It returns the exit status for os.Exit: 0 done
 // (serve: a clean shutdown), 1 an error (printed as one "error: …" line on
-// stderr).
+// stderr; for serve with PYRULA_LOG_FORMAT=json, as one JSON log line at
+// level error).
 func (o Options) Run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -68,10 +69,25 @@ func (o Options) Run() int {
 // from the environment Getenv reads (PYRULA_ variables; see worker.Config).
 func (o Options) Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := o.run(ctx, args, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "error: %s\n", oneLine(err.Error()))
+		if o.jsonErrors(args) {
+			logError(stderr, oneLine(err.Error()))
+		} else {
+			fmt.Fprintf(stderr, "error: %s\n", oneLine(err.Error()))
+		}
 		return messages.ExitError
 	}
 	return messages.ExitOK
+}
+
+// jsonErrors says that the error ending args is printed as a JSON log
+// line rather than an "error:" line: for serve (the default command), whose
+// log lines are JSON, when PYRULA_LOG_FORMAT says json. Decision: only when
+// the variable says so (unset, its default json included, keeps the plain
+// line people read in a terminal), and only for serve: demo, db migrate,
+// version and --help print plain text.
+func (o Options) jsonErrors(args []string) bool {
+	serving := len(args) == 0 || args[0] == "serve"
+	return serving && o.getenv()("PYRULA_LOG_FORMAT") == "json"
 }
 
 // name is the program name.

@@ -27,13 +27,27 @@ func newLogger(cfg worker.Config, stderr io.Writer) (*zap.Logger, error) {
 	if err != nil {
 		return nil, err
 	}
+	return zap.New(zapcore.NewCore(logEncoder(cfg.LogFormat), zapcore.AddSync(stderr), level)), nil
+}
+
+// logEncoder is the encoder of a PYRULA_LOG_FORMAT: console, else JSON.
+func logEncoder(format string) zapcore.Encoder {
 	ec := zap.NewProductionEncoderConfig()
 	ec.EncodeTime = zapcore.ISO8601TimeEncoder
-	var enc zapcore.Encoder = zapcore.NewJSONEncoder(ec)
-	if cfg.LogFormat == "console" {
-		enc = zapcore.NewConsoleEncoder(ec)
+	if format == "console" {
+		return zapcore.NewConsoleEncoder(ec)
 	}
-	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(stderr), level)), nil
+	return zapcore.NewJSONEncoder(ec)
+}
+
+// logError writes msg to stderr as one JSON log line at level error, in
+// the form of serve's other log lines: a start-up failure of serve when
+// PYRULA_LOG_FORMAT is json, so that a log pipeline reads it as it reads
+// the rest.
+func logError(stderr io.Writer, msg string) {
+	log := zap.New(zapcore.NewCore(logEncoder("json"), zapcore.AddSync(stderr), zapcore.ErrorLevel))
+	log.Error(msg)
+	_ = log.Sync() // stderr may not sync
 }
 
 // serve runs the worker over reg's targets and its HTTP listener until ctx

@@ -47,7 +47,9 @@ type Options struct {
 	// Inputs override the bundle's inputs by name (--input KEY=JSON).
 	Inputs map[string]json.RawMessage
 	// Model and System replace the model id and system prompt of the run's
-	// model calls (--model, --prompt-file).
+	// model calls (--model, --prompt-file). An empty Model runs an agent's
+	// model calls on the model the case recorded (recorded_config.model)
+	// when it is not the agent's own (see engine.runModel).
 	Model, System string
 	// Supply holds supplied answers (--supply); ignored with ReplayOnly.
 	Supply Supply
@@ -92,8 +94,9 @@ type Params struct {
 	// Models is the model client for live model calls; default the agent's
 	// own client.
 	Models flow.ModelClient
-	// LLMRef names Models for the outcome (its llm_ref); empty when Models
-	// is nil.
+	// LLMRef names Models for the outcome (its llm_ref); empty when no
+	// client was named. A replay-only run, which sends no model call, may
+	// name a client it did not open (Models nil).
 	LLMRef string
 	// Clock is the base clock (default the system clock); the run gets a
 	// clock on top of it that jumps over waits instead of waiting.
@@ -345,7 +348,10 @@ type engine struct {
 	pending      map[string]*Divergence // what changed in a call resolved as changed, until it is observed
 	changes      []ChangeRef
 	axes         []string // the changed axes known at start (all but supplied_answers)
-	line         lineCtx  // the context of case:call appends
+	// model is the model id of the run's model calls (flow.RunParams.Model):
+	// Options.Model, else the recorded one (runModel).
+	model string
+	line  lineCtx // the context of case:call appends
 }
 
 // Run runs a case: a new run of the target (p.RunID in p.Log) whose calls
@@ -418,6 +424,7 @@ func Run(ctx context.Context, p Params) (Report, error) {
 		}
 	}
 	e.axes = e.startAxes(inputs)
+	e.model = e.runModel()
 	for k, v := range p.Inputs {
 		inputs[k] = v
 	}
@@ -441,7 +448,7 @@ func Run(ctx context.Context, p Params) (Report, error) {
 	}
 	out, err := rt.Run(ctx, flow.RunParams{
 		RunID: p.RunID, Target: p.Target, Inputs: inputs, Resolver: e,
-		Models: p.Models, Model: p.Model, System: p.System,
+		Models: p.Models, Model: e.model, System: p.System,
 	})
 	if err != nil {
 		return Report{}, fmt.Errorf("replay: run %s: %w", p.RunID, err)
@@ -873,6 +880,62 @@ func (e *engine) startAxes(recorded map[string]json.RawMessage) []string {
 		}
 	}
 	return axes
+}
+
+// runModel is the model id the run's model calls use; "" leaves each
+// call's own (the agent's default, or what the request names). It is
+// Options.Model when set. Else a case replays with what it recorded when
+// the model was chosen for the recorded run, not by the code: when the
+// recording's run:submitted request asked for a model (a case run's
+// options.model, then saved) and the manifest's recorded_config.model is
+// that model, the run's model calls use it too, as --model would make
+// them, without counting the model as a changed axis. Decision: a model
+// the code chose (the agent's default) is not carried over, so that a
+// change of the default in code still shows as a divergence at $.model;
+// and a recording whose kept model calls used several models keeps each
+// call's own, since one override would change the others.
+func (e *engine) runModel() string {
+	if e.p.Model != "" {
+		return e.p.Model
+	}
+	var rc struct {
+		Model string `json:"model"`
+	}
+	_ = json.Unmarshal(e.p.Bundle.Manifest.RecordedConfig, &rc)
+	if e.target.Kind != bundle.KindAgent || rc.Model == "" || rc.Model == e.target.Model || e.requestedModel() != rc.Model {
+		return ""
+	}
+	for _, c := range e.prefix {
+		if c.ref.Kind == flow.KindModel && c.input != nil && modelOf(c.input) != rc.Model {
+			return ""
+		}
+	}
+	for _, r := range e.p.Bundle.Results {
+		if flow.CallKind(r.Kind) == flow.KindModel && len(r.Input) > 0 && modelOf(r.Input) != rc.Model {
+			return ""
+		}
+	}
+	return rc.Model
+}
+
+// requestedModel is the model the recorded run was asked to use: the
+// options.model of the request its run:submitted event keeps (a worker's
+// run_case body), "" when none.
+func (e *engine) requestedModel() string {
+	for _, raw := range e.p.Bundle.History {
+		var ev struct {
+			Kind    string `json:"kind"`
+			Request struct {
+				Options struct {
+					Model string `json:"model"`
+				} `json:"options"`
+			} `json:"request"`
+		}
+		if json.Unmarshal(raw, &ev) == nil && ev.Kind == string(flow.EventRunSubmitted) {
+			return ev.Request.Options.Model
+		}
+	}
+	return ""
 }
 
 // recordedInput is the recorded input of call k: its call:start's in the

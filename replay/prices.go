@@ -3,10 +3,14 @@ package replay
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
+	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/pyrula/caseworker/flow"
 )
@@ -95,15 +99,29 @@ func DefaultPrices() Prices {
 	}
 }
 
+// MaxRatePerMTok is the highest rate a --prices file may give, in US
+// dollars per million tokens (a dollar a token): far above any published
+// price, and low enough that no sum of costs overflows to infinity.
+const MaxRatePerMTok = 1e6
+
 // ParsePrices reads a --prices file: a JSON object of at most
-// MaxPriceEntries model ids, each a Price. Rates must be non-negative and
-// input_per_mtok and output_per_mtok are required; unknown fields are
-// refused.
+// MaxPriceEntries model ids, each a Price. Rates must be finite numbers from
+// 0 to MaxRatePerMTok (a number too large for a float64, such as 1e400, is
+// refused rather than read as infinity) and input_per_mtok and
+// output_per_mtok are required; unknown fields are refused.
 func ParsePrices(data []byte) (Prices, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var p Prices
 	if err := dec.Decode(&p); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && strings.HasPrefix(te.Value, "number ") {
+			n := strings.TrimPrefix(te.Value, "number ")
+			if te.Type != nil && te.Type.Kind() == reflect.Float64 {
+				return nil, fmt.Errorf("prices: %s %s is not a finite number (a rate is at most %g)", te.Field, n, MaxRatePerMTok)
+			}
+			return nil, fmt.Errorf("prices: %s %s is not a valid %s", te.Field, n, te.Type)
+		}
 		return nil, fmt.Errorf("prices: %w", err)
 	}
 	if p == nil {
@@ -116,23 +134,36 @@ func ParsePrices(data []byte) (Prices, error) {
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("prices: %w", err)
 	}
-	for id, pr := range p {
+	for _, id := range slices.Sorted(maps.Keys(p)) {
+		pr := p[id]
 		if _, ok := raw[id]["input_per_mtok"]; !ok {
 			return nil, fmt.Errorf("prices: %s: input_per_mtok is required", id)
 		}
 		if _, ok := raw[id]["output_per_mtok"]; !ok {
 			return nil, fmt.Errorf("prices: %s: output_per_mtok is required", id)
 		}
-		rates := []*float64{&pr.InputPerMTok, &pr.OutputPerMTok, pr.CacheWritePerMTok, pr.CacheReadPerMTok}
+		type rate struct {
+			name string
+			v    *float64
+		}
+		rates := []rate{{"input_per_mtok", &pr.InputPerMTok}, {"output_per_mtok", &pr.OutputPerMTok},
+			{"cache_write_per_mtok", pr.CacheWritePerMTok}, {"cache_read_per_mtok", pr.CacheReadPerMTok}}
 		if lc := pr.LongContext; lc != nil {
 			if lc.AboveInputTokens <= 0 {
 				return nil, fmt.Errorf("prices: %s: long_context.above_input_tokens must be positive", id)
 			}
-			rates = append(rates, &lc.InputPerMTok, &lc.OutputPerMTok, lc.CacheWritePerMTok, lc.CacheReadPerMTok)
+			rates = append(rates, rate{"long_context.input_per_mtok", &lc.InputPerMTok}, rate{"long_context.output_per_mtok", &lc.OutputPerMTok},
+				rate{"long_context.cache_write_per_mtok", lc.CacheWritePerMTok}, rate{"long_context.cache_read_per_mtok", lc.CacheReadPerMTok})
 		}
 		for _, r := range rates {
-			if r != nil && *r < 0 {
-				return nil, fmt.Errorf("prices: %s: rates must not be negative", id)
+			switch {
+			case r.v == nil:
+			case math.IsNaN(*r.v) || math.IsInf(*r.v, 0):
+				return nil, fmt.Errorf("prices: %s: %s %g is not a finite number", id, r.name, *r.v)
+			case *r.v < 0:
+				return nil, fmt.Errorf("prices: %s: rates must not be negative (%s %g)", id, r.name, *r.v)
+			case *r.v > MaxRatePerMTok:
+				return nil, fmt.Errorf("prices: %s: %s %g is above %g, the most a rate may be (US dollars per million tokens)", id, r.name, *r.v, MaxRatePerMTok)
 			}
 		}
 	}

@@ -52,5 +52,19 @@ func Open(name string, reg *flow.Registry, getenv func(string) string, p llm.Pol
 	if c, ok := reg.ModelClient(name); ok {
 		return c, nil
 	}
-	return nil, fmt.Errorf("llm ref %q names no model client (have %s)", name, strings.Join(Names(reg), ", "))
+	return nil, Check(name, reg)
+}
+
+// Check returns the error Open returns for a name it does not know, or nil
+// for a name it does, without opening the client: a built-in client's
+// settings (its API key) are not read. A caller that names a client but
+// sends no model call (a replay-only case run) checks the name with it.
+func Check(name string, reg *flow.Registry) error {
+	if name == Anthropic || name == OpenAI {
+		return nil
+	}
+	if _, ok := reg.ModelClient(name); ok {
+		return nil
+	}
+	return fmt.Errorf("llm ref %q names no model client (have %s)", name, strings.Join(Names(reg), ", "))
 }
