@@ -680,6 +680,50 @@ func TestKEDATriggersMatchConfig(t *testing.T) {
 	}
 }
 
+// TestScalingFollowsConcurrency: the KEDA triggers and the plain HPA add
+// pods at the same points, derived from the ConfigMap's concurrency: busy
+// pods at 3/4 of PYRULA_CONCURRENCY messages and of PYRULA_RUN_CONCURRENCY
+// runs in flight (pending entries, for KEDA), runs waiting at one pod's
+// PYRULA_RUN_CONCURRENCY; and their comments give no other number.
+func TestScalingFollowsConcurrency(t *testing.T) {
+	m := loadManifests(t)
+	cfg, _ := deployedConfig(t, m)
+	threeQuarters := func(n int) string { return strconv.Itoa(max(1, n*3/4)) }
+	wantMessages, wantRuns := threeQuarters(cfg.Concurrency), threeQuarters(cfg.RunConcurrency)
+
+	so := get[*scaledObject](t, m, "ScaledObject", workerName)
+	for _, tr := range so.Spec.Triggers {
+		md := tr.Metadata
+		runs := strings.HasSuffix(md["stream"], ":runs")
+		switch {
+		case md["pendingEntriesCount"] != "" && !runs && md["pendingEntriesCount"] != wantMessages:
+			t.Errorf("KEDA trigger %s: pendingEntriesCount %s, want 3/4 of PYRULA_CONCURRENCY %d: %s", tr.Name, md["pendingEntriesCount"], cfg.Concurrency, wantMessages)
+		case md["pendingEntriesCount"] != "" && runs && md["pendingEntriesCount"] != wantRuns:
+			t.Errorf("KEDA trigger %s: pendingEntriesCount %s, want 3/4 of PYRULA_RUN_CONCURRENCY %d: %s", tr.Name, md["pendingEntriesCount"], cfg.RunConcurrency, wantRuns)
+		case md["lagCount"] != "" && runs && md["lagCount"] != strconv.Itoa(cfg.RunConcurrency):
+			t.Errorf("KEDA trigger %s: lagCount %s, want PYRULA_RUN_CONCURRENCY %d", tr.Name, md["lagCount"], cfg.RunConcurrency)
+		}
+	}
+	hpa := get[*autoscalingv2.HorizontalPodAutoscaler](t, m, "HorizontalPodAutoscaler", workerName)
+	for _, metric := range hpa.Spec.Metrics {
+		if metric.Pods == nil {
+			continue
+		}
+		want := map[string]string{"pyrula_worker_messages_in_flight": wantMessages, "pyrula_worker_runs_in_flight": wantRuns}[metric.Pods.Metric.Name]
+		if got := metric.Pods.Target.AverageValue; want != "" && (got == nil || got.String() != want) {
+			t.Errorf("HPA metric %s: averageValue %v, want %s (as KEDA's pending-entries trigger)", metric.Pods.Metric.Name, got, want)
+		}
+	}
+	// A number in a comment next to a setting's name goes stale: the
+	// comments name the settings, the test checks the values.
+	stale := regexp.MustCompile(`PYRULA_(RUN_)?CONCURRENCY \(\d+\)`)
+	for _, f := range []string{"keda.yaml", "hpa/hpa.yaml"} {
+		if loc := stale.Find(mustRead(t, f)); loc != nil {
+			t.Errorf("%s: the comment %q gives a number; name the setting only", f, loc)
+		}
+	}
+}
+
 // dockerfile returns the Dockerfile with continuation lines joined.
 func dockerfile(t *testing.T) []string {
 	t.Helper()
