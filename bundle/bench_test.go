@@ -208,6 +208,63 @@ func BenchmarkVerifiedRead(b *testing.B) {
 	}
 }
 
+// BenchmarkRefuseOverLimit: refusing a bundle over the canonical limit
+// (bundle_too_large) beside accepting one at about the limit, both read as
+// case import reads them (Compress), the input's length known (a file) or
+// not (a pipe), in plain canonical JSON and in a zstd blob. The limit is
+// four fifths of the bundle's size for the refusal; peak-x is the peak live
+// heap as a multiple of that limit. Refusing costs no more than accepting
+// (docs/bundle-format.md, Limits).
+func BenchmarkRefuseOverLimit(b *testing.B) {
+	for _, size := range sizes() {
+		c, err := bundle.Read(bytes.NewReader(benchInput(size)), bundle.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var blob bytes.Buffer
+		if err := c.WriteBlob(&blob); err != nil {
+			b.Fatal(err)
+		}
+		limit := c.Size() * 4 / 5
+		for _, form := range []struct {
+			name string
+			in   []byte
+		}{{"canonical", c.Bytes()}, {"zstd", blob.Bytes()}} {
+			for _, pipe := range []bool{false, true} {
+				for _, refuse := range []bool{false, true} {
+					name := sizeName(size) + "/" + form.name
+					if pipe {
+						name += "/pipe"
+					}
+					opts := bundle.Options{Compress: true, MaxCanonicalSize: c.Size()}
+					if refuse {
+						name += "/refuse"
+						opts.MaxCanonicalSize = limit
+					} else {
+						name += "/accept"
+					}
+					b.Run(name, func(b *testing.B) {
+						var worst float64
+						for range b.N {
+							var r io.Reader = bytes.NewReader(form.in)
+							if pipe {
+								r = struct{ io.Reader }{r}
+							}
+							p := startPeak()
+							_, err := bundle.Read(r, opts)
+							if refuse != (err != nil) {
+								b.Fatalf("refuse %v: %v", refuse, err)
+							}
+							worst = max(worst, p.ratio(limit))
+						}
+						b.ReportMetric(worst, "peak-x")
+					})
+				}
+			}
+		}
+	}
+}
+
 // pythonReference is the anchor of docs/performance.md: json.loads, sort results,
 // canonical json.dumps, sha256. It prints the hash and its peak RSS.
 const pythonReference = `

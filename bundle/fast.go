@@ -26,69 +26,103 @@ const canonicalHead = `{"history":[`
 // already read, which gives the canonical form or the reason for refusing.
 // done is false when the fast path did not apply and nothing was consumed
 // but what br buffers.
+//
+// Input over the limit is read no further than the limit and a little
+// more (overRead): when the canonical pieces at its start are over the
+// limit already, it is refused there (bundle_too_large), as the general
+// path would refuse it, without a second pass over those bytes.
 func readWhole(br *bufio.Reader, length int64, opts Options) (c *Canonical, err error, done bool) {
 	head, _ := br.Peek(len(canonicalHead))
+	limit := opts.maxCanonical()
 	var enc Encoding
-	var limit int64
+	readLimit := limit
 	switch {
 	case bytes.HasPrefix(head, zstdMagic):
 		// The compressed blob is read whole: it is far smaller than what it
 		// decompresses to.
-		enc, limit = EncodingZstd, opts.maxCanonical()
+		enc = EncodingZstd
 	case string(head) == canonicalHead:
-		enc, limit = EncodingPlain, opts.maxCanonical()
+		enc, readLimit = EncodingPlain, limit+overRead(limit)
 	default:
 		return nil, nil, false
 	}
-	if length > limit {
+	if length > limit && enc == EncodingZstd {
 		return nil, nil, false
 	}
-	raw, complete, err := readAtMost(br, length, limit)
+	raw, complete, err := readAtMost(br, length, readLimit)
 	if err != nil {
 		return nil, fmt.Errorf("bundle: read: %w", err), true
 	}
 	general := opts
 	general.general = true
-	if !complete {
-		// Too large for the fast path: the general path reads on.
+	rest := func() (*Canonical, error, bool) {
+		// The general path, over the bytes read and what follows them.
 		c, err := Read(io.MultiReader(bytes.NewReader(raw), br), general)
 		return c, err, true
 	}
 	src := raw
-	if enc == EncodingZstd {
-		src, err = decompressAll(raw, opts.maxCanonical())
-		if err != nil {
-			c, err := Read(bytes.NewReader(raw), general)
-			return c, err, true
+	switch {
+	case enc == EncodingZstd && !complete:
+		return rest()
+	case enc == EncodingZstd:
+		if src, err = decompressAtMost(raw, limit, limit+overRead(limit)); err != nil {
+			return rest()
 		}
+	}
+	if int64(len(src)) > limit {
+		if int64(canonicalPrefix(src)) > limit {
+			return nil, classify(canonjson.ErrTooLarge, opts), true
+		}
+		src = nil
+		return rest()
 	}
 	if c, ok := readCanonicalFast(src, opts); ok {
 		c.encoding = enc
 		return c, nil, true
 	}
 	src = nil
-	c, err = Read(bytes.NewReader(raw), general)
-	return c, err, true
+	return rest()
 }
+
+// overRead is how much input past the limit the fast path reads of an
+// input over it, so that the canonical pieces at its start can pass the
+// limit (a piece cut by the end of what was read does not count).
+func overRead(limit int64) int64 { return min(max(limit/64, 64<<10), 4<<20) }
 
 // readAtMost reads r to its end when it holds at most limit bytes
 // (complete), else the first limit+1 bytes. length, when known, sizes the
-// buffer.
+// buffer. Without it the input is read in pieces, put together once at the
+// end: a buffer grown as it fills would leave a copy of every size behind
+// it (as much as the input again, or more), and its last step would
+// allocate more than the input.
 func readAtMost(r io.Reader, length, limit int64) (data []byte, complete bool, err error) {
-	size := 64 << 10
+	var pieces [][]byte
+	size, total := int64(64<<10), int64(0)
 	if length > 0 {
-		size = int(length) + 1 // one more to see the end without growing
+		size = length + 1 // one more to see the end without growing
 	}
-	buf := make([]byte, 0, size)
 	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+		piece, eof, err := fill(make([]byte, 0, min(size, limit+1-total)), r)
+		if err != nil {
+			return nil, false, err
 		}
+		total += int64(len(piece))
+		pieces = append(pieces, piece)
+		if eof || total > limit {
+			if len(pieces) > 1 {
+				piece = bytes.Join(pieces, nil)
+			}
+			return piece, eof && total <= limit, nil
+		}
+		size = min(2*size, 8<<20)
+	}
+}
+
+// fill reads r into buf until buf is full or r ends (eof).
+func fill(buf []byte, r io.Reader) (_ []byte, eof bool, err error) {
+	for len(buf) < cap(buf) {
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		if int64(len(buf)) > limit {
-			return buf, false, nil
-		}
 		switch {
 		case errors.Is(err, io.EOF):
 			return buf, true, nil
@@ -96,23 +130,38 @@ func readAtMost(r io.Reader, length, limit int64) (data []byte, complete bool, e
 			return nil, false, err
 		}
 	}
+	return buf, false, nil
 }
 
-// decompressAll decompresses a whole zstd blob with a pooled decoder, the
-// output sized from the frame header.
-func decompressAll(blob []byte, limit int64) ([]byte, error) {
-	var dst []byte
+// decompressAtMost decompresses a zstd blob: all of it when it is at most
+// limit bytes, else its first bytes, more than limit and at most max+1. The
+// output is sized from the frame header (the content size, or a bound
+// from the block headers): a blob within the limit is decompressed in one
+// call by a pooled decoder, a larger one (or one of unknown size) as a
+// stream that stops past max.
+func decompressAtMost(blob []byte, limit, max int64) ([]byte, error) {
 	var h zstd.Header
+	size := int64(-1) // the decompressed size or a bound of it, when known
 	if h.Decode(blob) == nil {
 		switch {
-		case h.HasFCS && h.FrameContentSize <= uint64(limit):
-			dst = make([]byte, 0, h.FrameContentSize)
-		case !h.HasFCS:
-			if bound, ok := frameBound(blob, h); ok && bound <= limit {
-				dst = make([]byte, 0, bound)
+		case h.HasFCS:
+			size = int64(min(h.FrameContentSize, uint64(max)+1))
+		default:
+			if bound, ok := frameBound(blob, h); ok {
+				size = min(bound, max+1)
 			}
 		}
 	}
+	if size > limit || size < 0 {
+		dec, err := newZstdDecoder(bytes.NewReader(blob), max)
+		if err != nil {
+			return nil, err
+		}
+		defer dec.Close()
+		out, _, err := readAtMost(dec, size, max)
+		return out, err
+	}
+	dst := make([]byte, 0, size)
 	dec, err := getStoredDecoder()
 	if err != nil {
 		return nil, err
@@ -121,9 +170,6 @@ func decompressAll(blob []byte, limit int64) ([]byte, error) {
 	out, err := dec.DecodeAll(blob, dst)
 	if err != nil {
 		return nil, err
-	}
-	if int64(len(out)) > limit {
-		return nil, canonjson.ErrTooLarge
 	}
 	return out, nil
 }
@@ -165,31 +211,22 @@ func frameBound(blob []byte, h zstd.Header) (bound int64, ok bool) {
 	return 0, false
 }
 
+// hashAsideFrom is the input size from which the fast path hashes on a
+// second goroutine (below it, starting one costs more than it saves).
+const hashAsideFrom = 256 << 10
+
 // readCanonicalFast reads src, which starts with canonicalHead, as
 // canonical bundle bytes: history, manifest and results in that order,
 // results sorted, every value canonical. It validates them as the general
 // path does and uses src itself as the canonical buffer. ok is false on
 // anything unexpected, including every error: the general path then gives
 // the verdict.
-// hashAsideFrom is the input size from which the fast path hashes on a
-// second goroutine (below it, starting one costs more than it saves).
-const hashAsideFrom = 256 << 10
-
 func readCanonicalFast(src []byte, opts Options) (c *Canonical, ok bool) {
 	maxCanonical := opts.maxCanonical()
-	if int64(len(src)) > maxCanonical {
+	if int64(len(src)) > maxCanonical || !bytes.HasPrefix(src, []byte(canonicalHead)) {
 		return nil, false
 	}
-	s := canonjson.NewScanner(src)
-	if !s.Skip(canonicalHead) {
-		return nil, false
-	}
-	r := &reader{
-		buf:          src,
-		maxCanonical: maxCanonical,
-		topSeen:      map[string]bool{"history": true, "manifest": true, "results": true},
-		manifest:     map[string][]byte{},
-	}
+	r := newFastReader(src, maxCanonical)
 	if len(src) >= hashAsideFrom {
 		// Accepted, src is the canonical bytes as they are: hash them on a
 		// second core while they are checked (finish takes the result).
@@ -197,51 +234,7 @@ func readCanonicalFast(src []byte, opts Options) (c *Canonical, ok bool) {
 		go func() { sum <- HashBytes(src) }()
 		r.srcHash = sum
 	}
-	r.histStart = s.Pos()
-	var hv historyVisitor
-	hvisit := hv.member
-	for i := 0; s.Peek() != ']'; i++ {
-		if (i > 0 && !s.Skip(",")) || s.Peek() != '{' {
-			return nil, false
-		}
-		start := s.Pos()
-		hv = historyVisitor{}
-		if _, err := s.Object(hvisit); err != nil {
-			return nil, false
-		}
-		r.addHistory(start, &hv)
-	}
-	r.histEnd = s.Pos()
-	if !s.Skip(`],"manifest":`) {
-		return nil, false
-	}
-	r.manStart = s.Pos()
-	if _, err := s.Object(r.manifestMember); err != nil {
-		return nil, false
-	}
-	r.manEnd = s.Pos()
-	if !s.Skip(`,"results":[`) {
-		return nil, false
-	}
-	r.resStart = s.Pos()
-	r.resultsSorted = true
-	rv := resultVisitor{kinds: &r.kinds, keys: &r.keys}
-	rvisit := rv.member
-	for i := 0; s.Peek() != ']'; i++ {
-		if (i > 0 && !s.Skip(",")) || s.Peek() != '{' {
-			return nil, false
-		}
-		start := s.Pos()
-		rv.f = resultFields{}
-		if _, err := s.Object(rvisit); err != nil {
-			return nil, false
-		}
-		if r.addResult(start, s.Pos(), &rv.f) != nil || !r.resultsSorted {
-			return nil, false
-		}
-	}
-	r.resEnd = s.Pos()
-	if !s.Skip(`]}`) || s.Pos() != len(src) {
+	if !r.scanFast(nil) {
 		return nil, false
 	}
 	c, err := r.finish()
@@ -250,4 +243,96 @@ func readCanonicalFast(src []byte, opts Options) (c *Canonical, ok bool) {
 	}
 	// The blob is not made here: WriteBlob and Blob compress as they write.
 	return c, true
+}
+
+// canonicalPrefix returns the length of the longest start of src (the
+// first bytes of a longer input) made of whole pieces (the head, history
+// events, the manifest, results) that are canonical, in canonical order and
+// valid as the general path checks them while it reads: the canonical
+// bytes of the whole input hold every one of those pieces as they are, so
+// they are at least that long, and the general path, reading the same
+// pieces first, would find nothing wrong before passing that length.
+func canonicalPrefix(src []byte) int {
+	progress := 0
+	newFastReader(src, int64(len(src))).scanFast(&progress)
+	return progress
+}
+
+// newFastReader returns a reader of src in place.
+func newFastReader(src []byte, maxCanonical int64) *reader {
+	return &reader{
+		buf:          src,
+		maxCanonical: maxCanonical,
+		topSeen:      map[string]bool{"history": true, "manifest": true, "results": true},
+		manifest:     map[string][]byte{},
+	}
+}
+
+// scanFast checks r.buf as canonical bundle bytes in place (see
+// readCanonicalFast) and reports whether they are. progress, when not
+// nil, is set to the offset past each whole piece found canonical and
+// valid (see canonicalPrefix).
+func (r *reader) scanFast(progress *int) bool {
+	s := canonjson.NewScanner(r.buf)
+	done := func() {
+		if progress != nil {
+			*progress = s.Pos()
+		}
+	}
+	if !s.Skip(canonicalHead) {
+		return false
+	}
+	done()
+	r.histStart = s.Pos()
+	var hv historyVisitor
+	hvisit := hv.member
+	for i := 0; s.Peek() != ']'; i++ {
+		if (i > 0 && !s.Skip(",")) || s.Peek() != '{' {
+			return false
+		}
+		start := s.Pos()
+		hv = historyVisitor{}
+		if _, err := s.Object(hvisit); err != nil {
+			return false
+		}
+		r.addHistory(start, &hv)
+		done()
+	}
+	r.histEnd = s.Pos()
+	if !s.Skip(`],"manifest":`) {
+		return false
+	}
+	r.manStart = s.Pos()
+	if _, err := s.Object(r.manifestMember); err != nil {
+		return false
+	}
+	r.manEnd = s.Pos()
+	if !s.Skip(`,"results":[`) {
+		return false
+	}
+	done()
+	r.resStart = s.Pos()
+	r.resultsSorted = true
+	rv := resultVisitor{kinds: &r.kinds, keys: &r.keys}
+	rvisit := rv.member
+	for i := 0; s.Peek() != ']'; i++ {
+		if (i > 0 && !s.Skip(",")) || s.Peek() != '{' {
+			return false
+		}
+		start := s.Pos()
+		rv.f = resultFields{}
+		if _, err := s.Object(rvisit); err != nil {
+			return false
+		}
+		if r.addResult(start, s.Pos(), &rv.f) != nil || !r.resultsSorted {
+			return false
+		}
+		done()
+	}
+	r.resEnd = s.Pos()
+	if !s.Skip(`]}`) || s.Pos() != len(r.buf) {
+		return false
+	}
+	done()
+	return true
 }

@@ -2,6 +2,7 @@ package bundle
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -99,7 +100,7 @@ func TestReadFastHashesAside(t *testing.T) {
 	}
 }
 
-// A frame written as a stream does not say its size: decompressAll sizes
+// A frame written as a stream does not say its size: decompressAtMost sizes
 // its output from the block headers, an upper bound within one block, and
 // still gives the bytes back exactly (compressed, raw and RLE blocks, an
 // empty frame).
@@ -133,12 +134,68 @@ func TestDecompressStreamFrame(t *testing.T) {
 		if len(in) > 0 && (!ok || bound < int64(len(in)) || bound > int64(len(in))+128<<10) {
 			t.Fatalf("%s: bound %d (ok %v) for %d bytes", name, bound, ok, len(in))
 		}
-		out, err := decompressAll(blob.Bytes(), int64(len(in))+1<<20)
+		out, err := decompressAtMost(blob.Bytes(), int64(len(in))+1<<20, int64(len(in))+2<<20)
 		if err != nil || !bytes.Equal(out, in) {
 			t.Fatalf("%s: %v (%d bytes of %d)", name, err, len(out), len(in))
 		}
 		if _, ok := frameBound(blob.Bytes()[:blob.Len()-5], h); ok && len(in) > 0 {
 			t.Fatalf("%s: a cut frame has a bound", name)
+		}
+	}
+}
+
+// counted hides the length of what it reads, as a pipe does.
+type counted struct{ r *bytes.Reader }
+
+func (c counted) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// A canonical input over the limit is refused by the fast path from the
+// whole pieces at its start (canonicalPrefix) with the verdict the general
+// path gives: bundle_too_large when the limit is passed before anything
+// wrong, bundle_corrupt when something wrong comes first, whether the
+// input's length is known or not, plain or in a zstd frame.
+func TestReadFastOverLimitAgrees(t *testing.T) {
+	g, err := Read(bytes.NewReader(bundletest.Generate(1<<20, 4)), Options{general: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	canon := g.Bytes()
+	const limit = 256 << 10
+	// at returns canon with the element around offset off broken: its
+	// first '{' (after off) becomes '['.
+	at := func(off int) []byte {
+		b := bytes.Clone(canon)
+		i := off + bytes.IndexByte(b[off:], '{')
+		b[i] = '['
+		return b
+	}
+	// outOfOrder swaps two results near the end: results out of order,
+	// which the fast path leaves to the general path.
+	outOfOrder := func() []byte {
+		b := bytes.Clone(canon)
+		i := bytes.LastIndex(b, []byte(`,{"fingerprint"`))
+		j := bytes.LastIndex(b[:i], []byte(`,{"fingerprint"`))
+		k := bytes.LastIndex(b[:j], []byte(`,{"fingerprint"`))
+		return append(append(append(append([]byte{}, b[:k]...), b[j:i]...), b[k:j]...), b[i:]...)
+	}
+	for name, in := range map[string][]byte{
+		"canonical":            canon,
+		"broken before":        at(limit / 2),
+		"broken after":         at(limit + 64<<10),
+		"broken far after":     at(len(canon) - 4096),
+		"results out of order": outOfOrder(),
+	} {
+		opts := Options{MaxCanonicalSize: limit}
+		general := opts
+		general.general = true
+		for _, src := range [][]byte{in, zstdOf(in)} {
+			_, want := Read(bytes.NewReader(src), general)
+			for _, r := range []io.Reader{bytes.NewReader(src), counted{bytes.NewReader(src)}} {
+				_, got := Read(r, opts)
+				if got == nil || want == nil || got.Error() != want.Error() {
+					t.Errorf("%s (%T): fast path %v, general path %v", name, r, got, want)
+				}
+			}
 		}
 	}
 }

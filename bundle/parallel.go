@@ -93,15 +93,19 @@ func (r *reader) readParallel(what string) (int, error) {
 		r.keys = append(r.keys, c.keys...)
 		startOut := 0
 		for j, end := range c.ends {
+			sep := 0
 			if n > 0 {
+				sep = 1
+			}
+			if err := r.room(sep + end - startOut); err != nil {
+				return err
+			}
+			if sep > 0 {
 				r.buf = append(r.buf, ',')
 			}
 			start := len(r.buf)
 			r.buf = append(r.buf, c.out[startOut:end]...)
 			startOut = end
-			if int64(len(r.buf)) > r.maxCanonical {
-				return canonjson.ErrTooLarge
-			}
 			if history {
 				r.addHistory(start, &c.hist[j])
 			} else {
@@ -127,7 +131,18 @@ func (r *reader) readParallel(what string) (int, error) {
 			<-c.done
 		}
 	}()
+	ahead := 0 // input bytes of the runs in window
 	for {
+		// The runs in flight are taken back first once their input would
+		// take the buffer past the limit (as canonical bytes, about): a
+		// bundle over it is refused before more input is read.
+		for len(window) > 0 && (len(window) >= inFlight || int64(len(r.buf)+ahead) > r.maxBuf()) {
+			ahead -= len(window[0].els.Raw)
+			if err := take(window[0]); err != nil {
+				return n, err
+			}
+			window = window[1:]
+		}
 		var c *chunk
 		if len(free) > 0 {
 			c, free = free[len(free)-1], free[:len(free)-1]
@@ -141,12 +156,7 @@ func (r *reader) readParallel(what string) (int, error) {
 		*c = chunk{els: els, out: c.out[:0], ends: c.ends[:0], hist: c.hist[:0], res: c.res[:0], keys: c.keys[:0], done: make(chan struct{})}
 		go c.canonicalise(history)
 		window = append(window, c)
-		if len(window) >= inFlight {
-			if err := take(window[0]); err != nil {
-				return n, err
-			}
-			window = window[1:]
-		}
+		ahead += len(els.Raw)
 	}
 	for len(window) > 0 {
 		if err := take(window[0]); err != nil {

@@ -437,11 +437,13 @@ func readCanonical(in io.Reader, maxCanonical, hint int64, compress bool, split 
 		topSeen:      map[string]bool{},
 		manifest:     map[string][]byte{},
 	}
-	r.dec.SetMaxOutput(maxCanonical)
+	r.dec.SetMaxOutput(r.maxBuf())
 	if hint > 0 {
-		r.buf = make([]byte, 0, min(hint+hint/64+4096, maxCanonical+1))
+		r.buf = make([]byte, 0, min(hint+hint/64+4096, r.maxBuf()))
 	}
-	if compress && hint > smallBlob {
+	// A bundle expected over the limit is likely refused: nothing is
+	// compressed for it on the way.
+	if compress && hint > smallBlob && hint <= maxCanonical {
 		r.pipe = startPipeline()
 	}
 	r.split = split
@@ -538,6 +540,9 @@ func (r *reader) readArray(what string, element func() error, start, end *int) e
 	}
 	for ; r.dec.PeekKind() != ']'; i++ {
 		if i > 0 {
+			if err := r.room(1); err != nil {
+				return err
+			}
 			r.buf = append(r.buf, ',')
 		}
 		if r.dec.PeekKind() != '{' {
@@ -552,6 +557,34 @@ func (r *reader) readArray(what string, element func() error, start, end *int) e
 	r.stream(true)
 	return r.dec.ReadDelim(']')
 }
+
+// room makes room in the buffer for n more bytes, or returns
+// canonjson.ErrTooLarge when they would take it past the limit: the
+// running count of the canonical bytes refuses a bundle as soon as it
+// passes the limit, and the buffer never grows beyond it.
+func (r *reader) room(n int) error {
+	if int64(len(r.buf))+int64(n) > r.maxBuf() {
+		return canonjson.ErrTooLarge
+	}
+	if n > cap(r.buf)-len(r.buf) {
+		r.buf = canonjson.GrowAtMost(r.buf, n, int(r.maxBuf()))
+	}
+	return nil
+}
+
+// frameSize is the length of what the canonical bytes hold beside the
+// buffer's elements and manifest: {"history":[ ],"manifest": ,"results":[ ]}.
+var frameSize = func() int64 {
+	n := int64(len(tail))
+	for _, t := range canonicalTop {
+		n += int64(len(t.prefix))
+	}
+	return n
+}()
+
+// maxBuf is the most the buffer may hold: the limit less the frame, so
+// that the running count of the buffer is the canonical size exactly.
+func (r *reader) maxBuf() int64 { return max(r.maxCanonical-frameSize, 1) }
 
 // wrongType reads the offending value (to report a syntax error first, if
 // any) and returns bundle_corrupt.

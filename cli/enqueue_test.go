@@ -167,7 +167,7 @@ func TestEnqueueFollow(t *testing.T) {
 	}
 	// A what-if run from a journal run that is not there: the run ends
 	// whatif_source_missing, exit 3.
-	r = e.run("run_case", "--body", `{"target_name":"checkout","source":{"journal":{"run_id":"run_gone"}}}`, "--follow", "--timeout", "30s")
+	r = e.run("run_case", "--body", `{"target_name":"checkout","source":{"journal":{"run_id":"run_gone","fork_after_seq":null}}}`, "--follow", "--timeout", "30s")
 	if r.code != 3 || r.stderr != "" {
 		t.Fatalf("want exit 3\n%s", r)
 	}

@@ -413,7 +413,7 @@ func (d *demoRun) steps(ctx context.Context, srv *memvalkey.Server, cfg worker.C
 	d.line("clock", map[string]any{"fast_forward": aged.String(), "note": "the embedded server aged every key's TTL"})
 	if _, _, err := d.run(ctx, messages.RunCase, map[string]any{
 		"target_name": name,
-		"source":      map[string]any{"journal": map[string]any{"run_id": recorded}},
+		"source":      map[string]any{"journal": map[string]any{"run_id": recorded, "fork_after_seq": nil}},
 	}, messages.WhatifSourceMissing); err != nil {
 		return err
 	}

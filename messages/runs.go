@@ -1,6 +1,10 @@
 package messages
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"reflect"
+	"strconv"
+)
 
 // StartRunBody is the body of start_run: a new live run of a target.
 type StartRunBody struct {
@@ -42,11 +46,60 @@ type BundleSource struct {
 // JournalSource names a recorded run whose capture is rebuilt from the
 // journal (live or archived).
 type JournalSource struct {
-	RunID        string `json:"run_id"`
-	ForkAfterSeq *int64 `json:"fork_after_seq,omitempty"`
+	RunID string `json:"run_id"`
+	// ForkAfterSeq is where the case forks from the recorded run: a
+	// run_seq, or JSON null to keep only the inputs (then every call goes
+	// down the ladder, live where allowed). It must be given: a source
+	// without it is refused (invalid_overrides).
+	ForkAfterSeq ForkPoint `json:"fork_after_seq,omitzero"`
 	// ExpectedHash, when set, is the hash the rebuilt capture must have
 	// (whatif_source_changed otherwise).
 	ExpectedHash string `json:"expected_hash,omitempty"`
+}
+
+// ForkPoint is a fork_after_seq that must be given and may be null: Given
+// says the key was present, Seq is the run_seq the case forks after, nil
+// for null (the inputs only). The zero value is "not given", which encodes
+// as no key at all (omitzero); Given with a nil Seq encodes as null.
+type ForkPoint struct {
+	Given bool
+	Seq   *int64
+}
+
+// ForkAfter is the fork point after run_seq seq.
+func ForkAfter(seq int64) ForkPoint { return ForkPoint{Given: true, Seq: &seq} }
+
+// InputsOnly is the fork point null: the case keeps only the run's inputs.
+func InputsOnly() ForkPoint { return ForkPoint{Given: true} }
+
+// IsZero reports that the fork point was not given.
+func (f ForkPoint) IsZero() bool { return !f.Given }
+
+// MarshalJSON writes the run_seq, or null.
+func (f ForkPoint) MarshalJSON() ([]byte, error) {
+	if f.Seq == nil {
+		return []byte("null"), nil
+	}
+	return strconv.AppendInt(nil, *f.Seq, 10), nil
+}
+
+// UnmarshalJSON reads a run_seq (an integer) or null, and marks the fork
+// point given. Anything else is a *json.UnmarshalTypeError.
+func (f *ForkPoint) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*f = InputsOnly()
+		return nil
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		what := "number " + string(b)
+		if len(b) > 0 && (b[0] < '0' || b[0] > '9') && b[0] != '-' {
+			what = map[byte]string{'"': "string", '{': "object", '[': "array", 't': "bool", 'f': "bool"}[b[0]]
+		}
+		return &json.UnmarshalTypeError{Value: what, Type: reflect.TypeFor[int64]()}
+	}
+	*f = ForkAfter(n)
+	return nil
 }
 
 // RunCaseOptions are the case-run options, as the CLI's `case run` flags.
@@ -72,4 +125,8 @@ type RunCaseOptions struct {
 type RunResult struct {
 	RunID  string `json:"run_id"`
 	Events string `json:"events"`
+	// ForkAfterSeq, for a run_case from the journal, is the fork the case
+	// uses, as the source gave it: a run_seq, or null for the inputs only.
+	// Absent for other runs.
+	ForkAfterSeq ForkPoint `json:"fork_after_seq,omitzero"`
 }

@@ -6,10 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/bundle/canonjson"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/capture"
 	"github.com/pyrula/caseworker/messages"
@@ -17,16 +23,113 @@ import (
 	"github.com/pyrula/caseworker/version"
 )
 
-// decodeBody decodes a message body into v; a body that is not a JSON
-// object is invalid_overrides.
+// decodeBody decodes a message body into v. A body that is not a JSON
+// object, or whose values do not fit, is invalid_overrides, naming the field
+// in the message's terms (checkNumbers, fieldError).
 func decodeBody(raw json.RawMessage, v any) error {
 	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		return messages.Errorf(messages.InvalidOverrides, "the body is missing")
 	}
+	if err := checkNumbers(raw); err != nil {
+		return err
+	}
 	if err := json.Unmarshal(raw, v); err != nil {
+		if ferr := fieldError(err); ferr != nil {
+			return ferr
+		}
 		return messages.Errorf(messages.InvalidOverrides, "the body is not a valid object: %v", err)
 	}
 	return nil
+}
+
+// checkNumbers refuses a body holding a number that no double holds:
+// one that overflows (1e400: JSON can write it, and encoding/json and the
+// journal's canonical JSON refuse it), or an integer of more digits than
+// canonical JSON keeps (canonjson.MaxIntDigits). JSON has no NaN or
+// infinity, so these are the numbers that are not finite. The message
+// names the value's path in the body (options.max_cost_usd,
+// options.prices["m"].input_per_mtok, options.inputs.qty). A body that
+// does not parse is left to the decoder's verdict.
+func checkNumbers(raw []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return nil
+	}
+	return walkNumbers("", v)
+}
+
+func walkNumbers(path string, v any) error {
+	switch v := v.(type) {
+	case json.Number:
+		s := string(v)
+		if !strings.ContainsAny(s, ".eE") {
+			if digits := len(strings.TrimPrefix(s, "-")); digits > canonjson.MaxIntDigits {
+				return messages.Errorf(messages.InvalidOverrides, "%s is an integer of %d digits, more than %d", path, digits, canonjson.MaxIntDigits)
+			}
+			return nil
+		}
+		if _, err := strconv.ParseFloat(s, 64); err != nil {
+			return messages.Errorf(messages.InvalidOverrides, "%s %.40s is not a finite number (a double cannot hold it)", path, s)
+		}
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			if err := walkNumbers(memberPath(path, k), v[k]); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if err := walkNumbers(fmt.Sprintf("%s[%d]", path, i), e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// memberPath is the path of member name of the value at path: .name for
+// a name of letters, digits and underscores, else ["name"].
+func memberPath(path, name string) string {
+	plain := name != ""
+	for _, c := range name {
+		plain = plain && (c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9')
+	}
+	switch {
+	case !plain:
+		return fmt.Sprintf("%s[%q]", path, name)
+	case path == "":
+		return name
+	}
+	return path + "." + name
+}
+
+// fieldError words a decoding error of a field in the message's terms
+// (the field's path in the body, what it holds and what it should hold),
+// or returns nil for other errors.
+func fieldError(err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) || te.Field == "" || te.Type == nil {
+		return nil
+	}
+	want := map[reflect.Kind]string{
+		reflect.Int: "an integer", reflect.Int64: "an integer", reflect.Float64: "a number",
+		reflect.String: "a string", reflect.Bool: "true or false", reflect.Slice: "an array",
+		reflect.Map: "an object", reflect.Struct: "an object",
+	}[te.Type.Kind()]
+	n, isNumber := strings.CutPrefix(te.Value, "number ")
+	switch {
+	case want == "":
+		return nil
+	case isNumber && want == "an integer" && !strings.ContainsAny(n, ".eE"):
+		return messages.Errorf(messages.InvalidOverrides, "%s %.40s is too large: it must fit in 64 bits", te.Field, n)
+	case isNumber && want == "an integer":
+		return messages.Errorf(messages.InvalidOverrides, "%s %.40s is not an integer", te.Field, n)
+	case isNumber && want == "a number":
+		return messages.Errorf(messages.InvalidOverrides, "%s %.40s is not a finite number (a double cannot hold it)", te.Field, n)
+	}
+	return messages.Errorf(messages.InvalidOverrides, "%s is a JSON %s, not %s", te.Field, te.Value, want)
 }
 
 // fixtureStore returns the worker's store checked against the message's

@@ -240,9 +240,9 @@ func confRunCaseJournal(t *testing.T, setup newEnv) {
 		"source":  map[string]any{"journal": map[string]any{"run_id": src, "fork_after_seq": m.LastSeq}},
 		"options": map[string]any{"replay_only": true}})
 	e.send("j2", "run_case", map[string]any{"target_name": "checkout",
-		"source": map[string]any{"journal": map[string]any{"run_id": "run_gone"}}})
+		"source": map[string]any{"journal": map[string]any{"run_id": "run_gone", "fork_after_seq": nil}}})
 	e.send("j3", "run_case", map[string]any{"target_name": "checkout",
-		"source": map[string]any{"journal": map[string]any{"run_id": src, "expected_hash": zeroHash}}})
+		"source": map[string]any{"journal": map[string]any{"run_id": src, "fork_after_seq": nil, "expected_hash": zeroHash}}})
 	got := byID(e.waitReplies(3))
 	want := map[string]struct {
 		kind journal.Kind

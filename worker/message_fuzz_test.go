@@ -40,6 +40,8 @@ var fuzzBodies = []struct {
 	{messages.RunCase, `{"target_name":"support_agent","source":{"journal":{"run_id":"run_1","fork_after_seq":4,"expected_hash":"` + fuzzHash + `"}},"options":{"model":"local-support-1","prompt":"be brief","supply":{"calls":{"model:step:answer:0":{"content":"ok"}},"tools":{"refund":{"ok":true}}},"prices":{"local-support-1":{"input_per_mtok":1,"output_per_mtok":2,"long_context":{"above_input_tokens":10,"input_per_mtok":3,"output_per_mtok":4}}}}}`},
 	{messages.RunCase, `{"target_name":"checkout","source":{},"options":{"supply":{"calls":{}},"prices":{"m":{"input_per_mtok":-1,"output_per_mtok":1}},"live_budget":-1}}`},
 	{messages.RunCase, `{"target_name":"checkout","source":{"bundle":{"fixture_hash":"` + fuzzHash + `"}},"options":{"replay_only":true,"supply":"ignored","max_cost_usd":-0.5}}`},
+	{messages.RunCase, `{"target_name":"checkout","source":{"journal":{"run_id":"run_1","fork_after_seq":null}},"options":{"max_cost_usd":1e400,"live_budget":1.5,"inputs":{"n":-1E+999}}}`},
+	{messages.RunCase, `{"target_name":"checkout","source":{"journal":{"run_id":"run_1","fork_after_seq":99999999999999999999}},"options":{"prices":{"m":{"input_per_mtok":2e308,"output_per_mtok":1}}}}`},
 }
 
 // fuzzEnvelopes are seed envelopes: fuzzBodies in envelopes, and broken ones.

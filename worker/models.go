@@ -50,3 +50,16 @@ func (w *Worker) modelClient(name string) (flow.ModelClient, error) {
 	}
 	return w.models.open(name)
 }
+
+// caseModelClient is modelClient for a case run: a replay-only one sends
+// no model call, so the name is only checked (resolve.Check: no key is
+// needed) and no client is opened.
+func (w *Worker) caseModelClient(name string, replayOnly bool) (flow.ModelClient, error) {
+	if name == "" || !replayOnly {
+		return w.modelClient(name)
+	}
+	if err := resolve.Check(name, w.reg); err != nil {
+		return nil, messages.Errorf(messages.InvalidOverrides, "%v", err)
+	}
+	return nil, nil
+}

@@ -67,7 +67,7 @@ func (x *executor) runCase(ctx context.Context, meta journal.Meta, request json.
 		}
 	}
 	ref := x.w.llmRef(b.Options.LLMRef)
-	models, err := x.w.modelClient(ref)
+	models, err := x.w.caseModelClient(ref, b.Options.ReplayOnly)
 	if me := messages.AsError(err); me != nil {
 		return stop(me.Code, me.Message, string(cb.Hash()))
 	}
@@ -109,7 +109,9 @@ func (x *executor) loadCase(ctx context.Context, b messages.RunCaseBody) (*bundl
 	}
 	c, err := capture.FromJournal(ctx, x.w.journal, capture.FromJournalParams{
 		Target: b.TargetName, RunID: src.RunID,
-		Params: capture.Params{ForkAfterSeq: src.ForkAfterSeq, PyrulaVersion: version.Version},
+		// A request without fork_after_seq (submitted before the key was
+		// required) keeps only the inputs, as it did then.
+		Params: capture.Params{ForkAfterSeq: src.ForkAfterSeq.Seq, PyrulaVersion: version.Version},
 		Registration: func(target string) (bundle.Registration, error) {
 			info, ok := x.w.reg.Lookup(target)
 			if !ok {

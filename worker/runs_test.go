@@ -178,9 +178,9 @@ func TestRunCaseFromJournal(t *testing.T) {
 		"source":  map[string]any{"journal": map[string]any{"run_id": src, "fork_after_seq": m.LastSeq}},
 		"options": map[string]any{"replay_only": true}})
 	e.send("j2", "run_case", map[string]any{"target_name": "checkout",
-		"source": map[string]any{"journal": map[string]any{"run_id": "run_gone"}}})
+		"source": map[string]any{"journal": map[string]any{"run_id": "run_gone", "fork_after_seq": nil}}})
 	e.send("j3", "run_case", map[string]any{"target_name": "checkout",
-		"source": map[string]any{"journal": map[string]any{"run_id": src, "expected_hash": zeroHash}}})
+		"source": map[string]any{"journal": map[string]any{"run_id": src, "fork_after_seq": nil, "expected_hash": zeroHash}}})
 	e.send("j4", "run_case", map[string]any{"target_name": "checkout",
 		"source": map[string]any{"journal": map[string]any{"run_id": src}, "bundle": map[string]any{"fixture_hash": zeroHash}}})
 	got := map[string]messages.Reply{}
@@ -276,9 +276,17 @@ func TestRunCaseLLMRef(t *testing.T) {
 		"options": map[string]any{"model": "local-support-2", "llm_ref": "nope"}})
 	e.send("m3", "run_case", map[string]any{"target_name": "checkout", "source": source, "options": map[string]any{"model": "x"}})
 	e.send("m4", "start_run", map[string]any{"target_name": "support_agent", "llm_ref": "anthropic"})
+	// A replay-only case run sends no model call: naming a built-in
+	// client needs no key.
+	e.send("m5", "run_case", map[string]any{"target_name": "support_agent", "source": source,
+		"options": map[string]any{"replay_only": true, "llm_ref": "anthropic"}})
 	replies := map[string]messages.Reply{}
-	for _, r := range e.waitReplies(4) {
+	for _, r := range e.waitReplies(5) {
 		replies[r.MessageID] = r
+	}
+	m5 := e.waitRun(runResult(t, replies["m5"]).RunID, 20*time.Second)
+	if kind, code := last(t, m5); kind != "run:complete" {
+		t.Errorf("m5 (replay-only, llm_ref anthropic, no key) ended %s %s", kind, code)
 	}
 	wantReply(t, replies["m2"], messages.StatusRefused, messages.InvalidOverrides)
 	if !strings.Contains(replies["m2"].Message, `"nope" names no model client (have anthropic, openai, scripted)`) {

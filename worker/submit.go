@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strings"
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/journal"
@@ -90,8 +92,16 @@ func (w *Worker) runCase(ctx context.Context, env messages.Envelope) (any, error
 		if err := journal.CheckRunID(j.RunID); err != nil {
 			return nil, messages.Errorf(messages.InvalidOverrides, "source.journal.run_id: %v", err)
 		}
-		if j.ForkAfterSeq != nil && *j.ForkAfterSeq < 0 {
-			return nil, messages.Errorf(messages.InvalidOverrides, "source.journal.fork_after_seq %d is negative", *j.ForkAfterSeq)
+		// The fork is the sender's choice, never a default: without one
+		// the case would keep only the inputs, and every call would run
+		// down the ladder, live where allowed.
+		if !j.ForkAfterSeq.Given {
+			return nil, messages.Errorf(messages.InvalidOverrides,
+				"source.journal.fork_after_seq is missing: give the run_seq to fork after (pyrula events %s --fork-points lists them), "+
+					"or null to keep only the inputs (every call then goes down the ladder, live where allowed)", j.RunID)
+		}
+		if seq := j.ForkAfterSeq.Seq; seq != nil && *seq < 0 {
+			return nil, messages.Errorf(messages.InvalidOverrides, "source.journal.fork_after_seq %d is negative", *seq)
 		}
 		if j.ExpectedHash != "" {
 			if _, err := bundle.ParseHash(j.ExpectedHash); err != nil {
@@ -119,7 +129,7 @@ func (w *Worker) runCase(ctx context.Context, env messages.Envelope) (any, error
 			return nil, messages.Errorf(messages.InvalidOverrides, "options.prompt applies to agents; %s is a %s", b.TargetName, info.Kind)
 		}
 	}
-	if _, err := w.modelClient(w.llmRef(b.Options.LLMRef)); err != nil {
+	if _, err := w.caseModelClient(w.llmRef(b.Options.LLMRef), b.Options.ReplayOnly); err != nil {
 		return nil, err
 	}
 	var inputs json.RawMessage
@@ -130,7 +140,15 @@ func (w *Worker) runCase(ctx context.Context, env messages.Envelope) (any, error
 		}
 		inputs = raw
 	}
-	return w.submit(ctx, env, b.RunID, "case_", b.TargetName, inputs)
+	res, err := w.submit(ctx, env, b.RunID, "case_", b.TargetName, inputs)
+	if err != nil || src.Journal == nil {
+		return res, err
+	}
+	// The reply says which fork the case uses, as the source gave it (the
+	// run:submitted event's request holds it too).
+	r := res.(messages.RunResult)
+	r.ForkAfterSeq = src.Journal.ForkAfterSeq
+	return r, nil
 }
 
 // caseOptions turns the message's options into the engine's; bad values
@@ -142,6 +160,11 @@ func caseOptions(o messages.RunCaseOptions) (replay.Options, error) {
 	}
 	if o.LiveBudget != nil && *o.LiveBudget < 0 {
 		return out, messages.Errorf(messages.InvalidOverrides, "options.live_budget %d is negative", *o.LiveBudget)
+	}
+	if o.MaxCostUSD != nil && (math.IsNaN(*o.MaxCostUSD) || math.IsInf(*o.MaxCostUSD, 0)) {
+		// JSON cannot say NaN or Inf (decodeBody refuses what overflows),
+		// but a ceiling that is not finite would switch the ceiling off.
+		return out, messages.Errorf(messages.InvalidOverrides, "options.max_cost_usd %g is not a finite number: give the ceiling in US dollars, 0 or more", *o.MaxCostUSD)
 	}
 	if o.MaxCostUSD != nil && *o.MaxCostUSD < 0 {
 		return out, messages.Errorf(messages.InvalidOverrides, "options.max_cost_usd %g is negative", *o.MaxCostUSD)
@@ -157,7 +180,7 @@ func caseOptions(o messages.RunCaseOptions) (replay.Options, error) {
 	}
 	if p := bytes.TrimSpace(o.Prices); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
 		if out.Prices, err = replay.ParsePrices(p); err != nil {
-			return out, messages.Errorf(messages.InvalidOverrides, "options.prices: %v", err)
+			return out, messages.Errorf(messages.InvalidOverrides, "options.prices: %s", strings.TrimPrefix(err.Error(), "prices: "))
 		}
 	}
 	return out, nil

@@ -74,12 +74,43 @@ func newBytesDecoder(src []byte) *Decoder {
 	return &Decoder{buf: src, eof: true, maxOut: math.MaxInt}
 }
 
-// SetMaxOutput makes AppendValue fail with ErrTooLarge once the buffer it
-// appends to grows past n bytes.
+// SetMaxOutput makes AppendValue and AppendObject fail with ErrTooLarge as
+// soon as the buffer they append to would pass n bytes: each append is
+// checked before it is made, from a running count (the buffer's length), and
+// a buffer the Decoder grows is never given room beyond n bytes. A string
+// longer than the room left is refused while it is read, before the rest of
+// it is. So refusing output over the limit reads and holds no more than
+// output at the limit.
 func (d *Decoder) SetMaxOutput(n int64) {
 	if n > 0 && n < math.MaxInt {
 		d.maxOut = int(n)
 	}
+}
+
+// room returns dst with room for n more bytes, or ErrTooLarge when they
+// would take it past the output limit. It grows dst itself, never past the
+// limit, so that append's own growth (a quarter more for a large slice)
+// never allocates beyond it.
+func (d *Decoder) room(dst []byte, n int) ([]byte, error) {
+	if n > d.maxOut-len(dst) {
+		return dst, ErrTooLarge
+	}
+	if n <= cap(dst)-len(dst) {
+		return dst, nil
+	}
+	return GrowAtMost(dst, n, d.maxOut), nil
+}
+
+// GrowAtMost returns dst with room for n more bytes (len(dst)+n should be
+// at most limit), its capacity doubled but never past limit. Doubling,
+// where append grows a large slice by a quarter: a buffer of unknown size
+// grown to hundreds of MiB leaves behind copies of about its own size in
+// all, not four times it, and the limit caps the last step.
+func GrowAtMost(dst []byte, n, limit int) []byte {
+	grown := min(max(2*cap(dst), len(dst)+n), max(limit, len(dst)+n))
+	out := make([]byte, len(dst), grown)
+	copy(out, dst)
+	return out
 }
 
 // InputOffset is the number of input bytes read so far.
@@ -286,7 +317,7 @@ func (d *Decoder) ReadName() ([]byte, error) {
 	if len(d.frames) == 0 || !d.frames[len(d.frames)-1].object || d.frames[len(d.frames)-1].afterName || c != '"' {
 		return nil, d.fail(fmt.Errorf("%w: expected a name at byte %d", ErrInvalid, d.InputOffset()))
 	}
-	start, end, escaped, err := d.scanString()
+	start, end, escaped, err := d.scanString(math.MaxInt)
 	if err != nil {
 		return nil, d.fail(err)
 	}
@@ -415,6 +446,10 @@ func (d *Decoder) literal(dst []byte, lit string) ([]byte, error) {
 		return dst, d.endErr()
 	}
 	d.pos = end
+	dst, err := d.room(dst, len(lit))
+	if err != nil {
+		return dst, err
+	}
 	return append(dst, lit...), nil
 }
 
@@ -430,6 +465,10 @@ func (d *Decoder) open(dst []byte, depth int, closer byte) (out []byte, done boo
 	if depth > MaxDepth {
 		return dst, false, d.depthErr()
 	}
+	dst, err = d.room(dst, 1)
+	if err != nil {
+		return dst, false, err
+	}
 	dst = append(dst, d.buf[d.pos])
 	d.pos++
 	c, ok := d.skipSpace()
@@ -438,6 +477,9 @@ func (d *Decoder) open(dst []byte, depth int, closer byte) (out []byte, done boo
 	}
 	if c == closer {
 		d.pos++
+		if dst, err = d.room(dst, 1); err != nil {
+			return dst, false, err
+		}
 		return append(dst, closer), true, nil
 	}
 	return dst, false, nil
@@ -462,6 +504,9 @@ func (d *Decoder) array(dst []byte, depth int) ([]byte, error) {
 		}
 		if c, ok = d.skipSpace(); !ok {
 			return dst, d.endErr()
+		}
+		if dst, err = d.room(dst, 1); err != nil {
+			return dst, err
 		}
 		switch c {
 		case ',':
@@ -514,6 +559,9 @@ func (d *Decoder) object(dst []byte, depth int, visit func(name, value []byte) e
 		if _, ok = d.skipSpace(); !ok {
 			return dst, d.endErr()
 		}
+		if dst, err = d.room(dst, 1); err != nil {
+			return dst, err
+		}
 		dst = append(dst, ':')
 		valueStart := len(dst)
 		if dst, err = d.value(dst, depth); err != nil {
@@ -543,6 +591,9 @@ func (d *Decoder) object(dst []byte, depth int, visit func(name, value []byte) e
 			return dst, d.syntaxErr("',' or '}' expected")
 		}
 		d.pos++
+		if dst, err = d.room(dst, 1); err != nil {
+			return dst, err
+		}
 		dst = append(dst, ',')
 		if c, ok = d.skipSpace(); !ok {
 			return dst, d.endErr()
@@ -553,6 +604,9 @@ func (d *Decoder) object(dst []byte, depth int, visit func(name, value []byte) e
 		if err := d.reorder(dst, ms); err != nil {
 			return dst, err
 		}
+	}
+	if dst, err = d.room(dst, 1); err != nil {
+		return dst, err
 	}
 	return append(dst, '}'), nil
 }
@@ -635,10 +689,15 @@ func sortIndexes(idx []int, names [][]byte) {
 // quote), keeping it whole in buf: its bytes are buf[start:end], quotes
 // included, and d.pos is past it. It checks that the string holds no raw
 // control character and is valid UTF-8; escapes are checked by unquote.
-func (d *Decoder) scanString() (start, end int, escaped bool, err error) {
+// A string whose canonical form is sure to be longer than room bytes is
+// refused with ErrTooLarge before more of it is read: its canonical form
+// has at least one byte for every byte read but the escapes, which give
+// one byte at least (\uXXXX: six bytes read, one byte at least).
+func (d *Decoder) scanString(room int) (start, end int, escaped bool, err error) {
 	start = d.pos
 	i := start + 1
 	high := false
+	shrink := 0 // bytes read that the canonical form may not keep
 	for {
 		buf := d.buf
 		for i < len(buf) && plain[buf[i]] {
@@ -646,7 +705,11 @@ func (d *Decoder) scanString() (start, end int, escaped bool, err error) {
 		}
 		if i >= len(buf) || buf[i] == '\\' && i+1 >= len(buf) {
 			// The buffer ends inside the string, or inside an escape: read
-			// more, keeping the string.
+			// more, keeping the string, unless it is too long already
+			// (its quotes and what was read of it).
+			if 2+i-(start+1)-shrink > room {
+				return 0, 0, false, ErrTooLarge
+			}
 			shift, ok := d.fill(start)
 			if !ok {
 				return 0, 0, false, d.endErr()
@@ -664,6 +727,10 @@ func (d *Decoder) scanString() (start, end int, escaped bool, err error) {
 			return start, i + 1, escaped, nil
 		case c == '\\':
 			escaped = true
+			shrink++
+			if buf[i+1] == 'u' {
+				shrink += 4 // the four hex digits, read as plain bytes
+			}
 			i += 2 // the escaped byte may be a quote; unquote checks it
 		case c < 0x20:
 			d.pos = i
@@ -686,19 +753,46 @@ func (d *Decoder) appendString(dst []byte) ([]byte, error) {
 // position and reports whether the input had escapes (then d.unquoted
 // holds the unescaped value).
 func (d *Decoder) appendName(dst []byte) ([]byte, bool, error) {
-	start, end, escaped, err := d.scanString()
+	start, end, escaped, err := d.scanString(d.maxOut - len(dst))
 	if err != nil {
 		return dst, false, err
 	}
 	raw := d.buf[start:end]
 	if !escaped {
 		// No escapes, no control characters, valid UTF-8: canonical as it is.
+		if dst, err = d.room(dst, len(raw)); err != nil {
+			return dst, false, err
+		}
 		return append(dst, raw...), false, nil
 	}
 	if d.unquoted, err = Unquote(d.unquoted[:0], raw); err != nil {
 		return dst, false, err
 	}
+	// The canonical form is never longer than the input's (an escape
+	// becomes as short or shorter); its exact length only near the limit.
+	n := len(raw)
+	if n > d.maxOut-len(dst) {
+		n = quotedLen(d.unquoted)
+	}
+	if dst, err = d.room(dst, n); err != nil {
+		return dst, false, err
+	}
 	return AppendQuoted(dst, d.unquoted), true, nil
+}
+
+// quotedLen is the length of AppendQuoted's output for s.
+func quotedLen(s []byte) int {
+	n := 2 + len(s)
+	for _, c := range s {
+		switch {
+		case c >= 0x20 && c != '"' && c != '\\':
+		case c == '"', c == '\\', c == '\n', c == '\r', c == '\t', c == '\b', c == '\f':
+			n++
+		default:
+			n += 5
+		}
+	}
+	return n
 }
 
 // Unquote appends the value of the JSON string raw (quotes included, no
@@ -824,15 +918,40 @@ func (d *Decoder) number(dst []byte) ([]byte, error) {
 			return dst, fmt.Errorf("%w: integer of %d digits (more than %d)", ErrInvalid, digits, MaxIntDigits)
 		}
 		if len(raw) == 2 && raw[0] == '-' && raw[1] == '0' {
-			return append(dst, '0'), nil
+			raw = raw[1:]
+		}
+		var err error
+		if dst, err = d.room(dst, len(raw)); err != nil {
+			return dst, err
 		}
 		return append(dst, raw...), nil
 	}
 	if fracEnd == len(raw) && shortestFixed(raw[:intEnd], raw[intEnd+1:]) {
+		var err error
+		if dst, err = d.room(dst, len(raw)); err != nil {
+			return dst, err
+		}
 		return append(dst, raw...), nil
 	}
-	return appendFloatText(dst, raw)
+	if cap(dst)-len(dst) >= maxFloatLen && d.maxOut-len(dst) >= maxFloatLen {
+		return appendFloatText(dst, raw)
+	}
+	// Near the end of the buffer or the limit: written aside to learn its
+	// length.
+	var tmp [maxFloatLen]byte
+	f, err := appendFloatText(tmp[:0], raw)
+	if err != nil {
+		return dst, err
+	}
+	if dst, err = d.room(dst, len(f)); err != nil {
+		return dst, err
+	}
+	return append(dst, f...), nil
 }
+
+// maxFloatLen bounds the length of a float AppendFloat writes
+// ("-2.2250738585072014e-308" is 24 bytes).
+const maxFloatLen = 32
 
 // numberSyntax checks raw against JSON's number grammar,
 // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, and returns where the

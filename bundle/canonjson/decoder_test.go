@@ -167,3 +167,77 @@ func TestDecoderTokens(t *testing.T) {
 		}
 	}
 }
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// SetMaxOutput is exact: a value whose canonical form is n bytes is read
+// with a limit of n and refused with n-1, whatever token the limit falls
+// in (a string that shrinks from its escapes, a float that grows, a
+// closing bracket), and the buffer the Decoder grows never passes the
+// limit.
+func TestDecoderMaxOutputExact(t *testing.T) {
+	inputs := []string{
+		`"plain"`, `"\u00e9\ud83d\ude00\n\u0001\/"`, `1E5`, `-0`, `1.50`, `12345678901234567890`,
+		`[[[[]]]]`, `{"b":{},"a":[]}`, `{"z":"\u0041","a":[1e300, -1.5e-7, true, null, false]}`,
+		string(bundleLikeDoc(64 << 10)),
+	}
+	for _, in := range inputs {
+		want, err := canonjson.Canonicalize([]byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, limit := range []int{len(want), len(want) - 1} {
+			if limit == 0 {
+				continue // no limit
+			}
+			d := canonjson.NewDecoder(iotest.OneByteReader(strings.NewReader(in)))
+			d.SetMaxOutput(int64(limit))
+			got, err := d.AppendValue(nil)
+			switch {
+			case limit == len(want) && (err != nil || !bytes.Equal(got, want)):
+				t.Fatalf("%.60s: at the limit: %v", in, err)
+			case limit < len(want) && !errors.Is(err, canonjson.ErrTooLarge):
+				t.Fatalf("%.60s: one byte over the limit: error %v", in, err)
+			case cap(got) > limit:
+				t.Fatalf("%.60s: limit %d, the buffer grew to %d", in, limit, cap(got))
+			}
+		}
+	}
+}
+
+// A value over the limit is refused as soon as its canonical form passes
+// it: a long string is not read to its end (the Decoder keeps a token whole
+// in its buffer), nor a long array of small values. An escape counts as
+// one byte of output until it is read (\u00e9 gives two), so a string of
+// escapes is read further, at most six times the limit.
+func TestDecoderMaxOutputStopsReading(t *testing.T) {
+	const limit = 1 << 20
+	for _, c := range []struct {
+		name, in string
+		most     int64
+	}{
+		{"string", `{"a":"` + strings.Repeat("x", 48<<20) + `"}`, 3 * limit},
+		{"escaped string", `["` + strings.Repeat(`\u00e9`, 8<<20) + `"]`, 13 * limit},
+		{"array", `[` + strings.Repeat(`1.5e3, "x", `, 4<<20) + `0]`, 3 * limit},
+	} {
+		r := &countingReader{r: strings.NewReader(c.in)}
+		d := canonjson.NewDecoder(r)
+		d.SetMaxOutput(limit)
+		if _, err := d.AppendValue(nil); !errors.Is(err, canonjson.ErrTooLarge) {
+			t.Fatalf("%s: error %v, want ErrTooLarge", c.name, err)
+		}
+		if r.n > c.most {
+			t.Errorf("%s: read %d bytes of %d to refuse it over %d", c.name, r.n, len(c.in), limit)
+		}
+	}
+}

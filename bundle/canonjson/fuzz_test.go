@@ -24,7 +24,8 @@ import (
 //     time, gives the same verdict and bytes (checkStreamed);
 //   - differential: the result (accept or refuse, and the bytes) equals
 //     refCanonical, an independent slow reference built on encoding/json
-//     and strconv that TestReference* below checks against Python's vectors.
+//     and strconv that TestReference* below checks against Python's vectors;
+//   - SetMaxOutput is exact (checkMaxOutput).
 func FuzzCanonicalize(f *testing.F) {
 	for _, v := range loadVectors(f) {
 		f.Add([]byte(v.Input))
@@ -73,6 +74,7 @@ func FuzzCanonicalize(f *testing.F) {
 		if !bytes.Equal(again, out) {
 			t.Fatalf("not a fixed point\ninput: %q\nonce:  %q\ntwice: %q", clip(string(in)), clip(string(out)), clip(string(again)))
 		}
+		checkMaxOutput(t, in, out)
 		app, err := canonjson.Append([]byte("pre"), in)
 		if err != nil || string(app) != "pre"+string(out) {
 			t.Fatalf("Append(prefix) = %q, %v; want %q", clip(string(app)), err, clip("pre"+string(out)))
@@ -86,6 +88,29 @@ func FuzzCanonicalize(f *testing.F) {
 				off, clip(string(in)), clip(string(out)), clip(string(want)), around(string(out), off), around(string(want), off))
 		}
 	})
+}
+
+// checkMaxOutput fails unless a Decoder reading in, whose canonical form
+// is out, gives out under a limit of len(out) and ErrTooLarge under a
+// limit of one byte less, never growing its buffer past the limit.
+func checkMaxOutput(t *testing.T, in, out []byte) {
+	t.Helper()
+	for _, limit := range []int{len(out), len(out) - 1} {
+		if limit <= 0 {
+			continue // no limit
+		}
+		d := canonjson.NewDecoder(bytes.NewReader(in))
+		d.SetMaxOutput(int64(limit))
+		got, err := d.AppendValue(nil)
+		switch {
+		case limit == len(out) && (err != nil || !bytes.Equal(got, out)):
+			t.Fatalf("input %q under a limit of its canonical size %d: %v", clip(string(in)), limit, err)
+		case limit < len(out) && !errors.Is(err, canonjson.ErrTooLarge):
+			t.Fatalf("input %q under a limit one byte short of its canonical size %d: %v", clip(string(in)), len(out), err)
+		case cap(got) > limit:
+			t.Fatalf("input %q: the buffer grew to %d under a limit of %d", clip(string(in)), cap(got), limit)
+		}
+	}
 }
 
 // The reference must agree with Python on every golden vector, or the
