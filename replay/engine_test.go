@@ -36,12 +36,20 @@ func newRegistry(t *testing.T) *flow.Registry {
 // record runs target live in a MemLog.
 func record(t *testing.T, target string, inputs map[string]json.RawMessage) recording {
 	t.Helper()
+	return recordRun(t, flow.RunParams{Target: target, Inputs: inputs})
+}
+
+// recordRun runs p (its RunID set to "rec") live in a MemLog.
+func recordRun(t *testing.T, p flow.RunParams) recording {
+	t.Helper()
+	target := p.Target
+	p.RunID = "rec"
 	log := flow.NewMemLog()
 	rt, err := flow.NewRuntime(flow.Config{Registry: newRegistry(t), Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := rt.Run(context.Background(), flow.RunParams{RunID: "rec", Target: target, Inputs: inputs})
+	out, err := rt.Run(context.Background(), p)
 	if err != nil || out.Status != flow.StatusComplete {
 		t.Fatalf("record %s: %+v %v", target, out, err)
 	}

@@ -1,7 +1,6 @@
 package replay_test
 
 import (
-	"context"
 	"encoding/json"
 	"slices"
 	"testing"
@@ -16,30 +15,7 @@ import (
 // model, as record does.
 func recordOnModel(t *testing.T, model string) recording {
 	t.Helper()
-	log := flow.NewMemLog()
-	rt, err := flow.NewRuntime(flow.Config{Registry: newRegistry(t), Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := rt.Run(context.Background(), flow.RunParams{RunID: "rec", Target: examples.SupportAgent, Model: model})
-	if err != nil || out.Status != flow.StatusComplete {
-		t.Fatalf("record: %+v %v", out, err)
-	}
-	r := recording{target: examples.SupportAgent, results: log.Results("rec")}
-	for _, ev := range log.Events("rec") {
-		raw, _ := json.Marshal(ev)
-		r.events = append(r.events, raw)
-		r.kinds = append(r.kinds, string(ev.Kind))
-		id := ""
-		if ev.Call != nil {
-			id = ev.Call.ID()
-		}
-		r.keys = append(r.keys, id)
-		if ev.Kind == flow.EventRunStart {
-			r.inputs = ev.Inputs
-		}
-	}
-	return r
+	return recordRun(t, flow.RunParams{Target: examples.SupportAgent, Model: model})
 }
 
 // askedFor puts first in b's history the run:submitted event of a run a
