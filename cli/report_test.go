@@ -38,23 +38,13 @@ func openReport(t *testing.T, path string) reportPage {
 // count is the number of elements that match sel.
 func (p reportPage) count(sel string) int {
 	p.t.Helper()
-	var n int
-	p.Eval(p.t, "document.querySelectorAll("+jsString(sel)+").length", &n)
-	return n
+	return p.Count(p.t, sel)
 }
 
-// texts are the rendered texts of the elements that match sel.
+// texts are the texts of the elements that match sel.
 func (p reportPage) texts(sel string) []string {
 	p.t.Helper()
-	var out []string
-	p.Eval(p.t, "Array.from(document.querySelectorAll("+jsString(sel)+"), e => e.innerText)", &out)
-	return out
-}
-
-// jsString is s as a JavaScript string literal.
-func jsString(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
+	return p.Texts(p.t, sel)
 }
 
 // case diff --html: the page shows the changed call with the input path

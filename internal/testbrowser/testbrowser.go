@@ -153,6 +153,29 @@ func (p *Page) Click(t testing.TB, selector string) {
 	p.do(t, "click "+selector, chromedp.Click(chromedp.CSS(selector)))
 }
 
+// Count returns how many elements match the CSS selector sel.
+func (p *Page) Count(t testing.TB, sel string) int {
+	t.Helper()
+	var n int
+	p.Eval(t, "document.querySelectorAll("+jsString(sel)+").length", &n)
+	return n
+}
+
+// Texts returns the text (textContent) of every element that matches the
+// CSS selector sel, in document order.
+func (p *Page) Texts(t testing.TB, sel string) []string {
+	t.Helper()
+	var out []string
+	p.Eval(t, "Array.from(document.querySelectorAll("+jsString(sel)+"), e => e.textContent)", &out)
+	return out
+}
+
+// jsString is s as a JavaScript string literal.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
 // Text returns the text of the page as it is rendered
 // (document.body.innerText): what is hidden, in a closed <details> for
 // example, is left out.

@@ -48,9 +48,7 @@ func js(s string) string {
 // count is the number of elements that match sel.
 func (p page) count(sel string) int {
 	p.t.Helper()
-	var n int
-	p.Eval(p.t, "document.querySelectorAll("+js(sel)+").length", &n)
-	return n
+	return p.Count(p.t, sel)
 }
 
 // text is the rendered text of the first element that matches sel; no such
@@ -69,9 +67,7 @@ func (p page) text(sel string) string {
 // texts are the texts (textContent) of every element that matches sel.
 func (p page) texts(sel string) []string {
 	p.t.Helper()
-	var out []string
-	p.Eval(p.t, "Array.from(document.querySelectorAll("+js(sel)+"), e => e.textContent)", &out)
-	return out
+	return p.Texts(p.t, sel)
 }
 
 // attrs are the values of attribute name of every element that matches sel.
