@@ -167,10 +167,11 @@ func (a *app) caseCompare(ctx context.Context, c *cobra.Command, arg string, f c
 		target = b.Manifest.TargetName
 	}
 	reg := a.registry()
-	info, ok := reg.Lookup(target)
-	if !ok {
-		return fmt.Errorf("case compare: no target %q is registered (see %s targets)", target, a.name())
+	info, err := a.lookupTarget("case compare", target)
+	if err != nil {
+		return err
 	}
+	target = info.Name
 	if info.Kind != bundle.KindAgent {
 		return fmt.Errorf("case compare: arms vary the model and the prompt, which apply to agents; %s is a %s", target, info.Kind)
 	}

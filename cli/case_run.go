@@ -183,10 +183,11 @@ func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseR
 	if p.Target == "" {
 		p.Target = p.Bundle.Manifest.TargetName
 	}
-	info, ok := p.Registry.Lookup(p.Target)
-	if !ok {
-		return fmt.Errorf("case run: no target %q is registered (see %s targets)", p.Target, a.name())
+	info, err := a.lookupTarget("case run", p.Target)
+	if err != nil {
+		return err
 	}
+	p.Target = info.Name
 	if err := agentOnly(info, f.model != "", f.promptFile != ""); err != nil {
 		return fmt.Errorf("case run: %w", err)
 	}

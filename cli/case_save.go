@@ -49,7 +49,7 @@ bundle_too_large.`,
 		}
 		return a.withStore(ctx, func(s store.Store) error {
 			return a.withJournal(ctx, func(j journal.Journal) error {
-				return a.save(ctx, s, j, args[0], args[1], p)
+				return a.save(ctx, s, j, a.targetName(args[0]), args[1], p)
 			})
 		})
 	})

@@ -155,9 +155,11 @@ func (a *app) caseTest(ctx context.Context, args []string, f caseTestFlags) erro
 		return fmt.Errorf("case test: --parallel %d: want 1 or more", f.parallel)
 	}
 	if f.target != "" {
-		if _, ok := a.registry().Lookup(f.target); !ok {
-			return fmt.Errorf("case test: no target %q is registered (see %s targets)", f.target, a.name())
+		info, err := a.lookupTarget("case test", f.target)
+		if err != nil {
+			return err
 		}
+		f.target = info.Name
 	}
 	if f.junit != "" {
 		if st, err := os.Stat(filepath.Dir(f.junit)); err != nil || !st.IsDir() {

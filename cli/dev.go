@@ -101,10 +101,11 @@ Exit 0 when the run completed, 3 when it failed, was cancelled or suspended.`,
 
 func (a *app) dev(ctx context.Context, target, runID, dir string, inputs map[string]json.RawMessage, forkAt *int64, models flow.ModelClient) error {
 	reg := a.registry()
-	info, ok := reg.Lookup(target)
-	if !ok {
-		return fmt.Errorf("dev: no target %q is registered (see %s targets)", target, a.name())
+	info, err := a.lookupTarget("dev", target)
+	if err != nil {
+		return err
 	}
+	target = info.Name
 	if err := needModelClient("dev", reg, info, models != nil); err != nil {
 		return err
 	}

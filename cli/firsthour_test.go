@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -42,5 +43,50 @@ func TestValkeyMutualTLS(t *testing.T) {
 	r = run(t, invocation{args: []string{"run", "checkout"}, env: append(env[:3:3], "PYRULA_VALKEY_CERT_FILE="+srv.CertFile)})
 	if r.code != 1 || !strings.Contains(r.stderr, "PYRULA_VALKEY_CERT_FILE and PYRULA_VALKEY_KEY_FILE go together") {
 		t.Fatalf("want exit 1 naming the two variables\n%s", r)
+	}
+}
+
+// divergePkg is the import path of the package that registers the
+// divergence tests' targets and model client.
+const divergePkg = "github.com/pyrula/caseworker/cli/internal/divergetest"
+
+// A target and a model client are named as on the product page,
+// PACKAGE:NAME (Go's package import path, then the registered name),
+// beside the bare name; a package that registered no such target says
+// which one did.
+func TestPackageQualifiedNames(t *testing.T) {
+	t.Parallel()
+	bin := divergeBinary(t)
+	dir := t.TempDir()
+	if r := runIn(t, bin, dir, "dev", divergePkg+":charge"); r.code != 0 || !strings.Contains(r.stdout, `"status":"complete"`) {
+		t.Fatalf("dev PACKAGE:NAME\n%s", r)
+	}
+	file := dir + "/.pyrula/last/charge.case"
+	if r := runIn(t, bin, dir, "case", "run", file, "--replay-only", "--target", divergePkg+":charge"); r.code != 0 {
+		t.Fatalf("case run --target PACKAGE:NAME\n%s", r)
+	}
+	r := runIn(t, bin, dir, "case", "run", file, "--replay-only", "--target", "my_app.workflows:charge")
+	if r.code != 1 || !strings.Contains(r.stderr, "target charge is registered by package "+divergePkg+", not my_app.workflows") {
+		t.Fatalf("want exit 1 naming the package that registered charge\n%s", r)
+	}
+	r = runIn(t, bin, dir, "case", "test", file, "--target", divergePkg+":nope")
+	if r.code != 1 || !strings.Contains(r.stderr, "package "+divergePkg+" registers no target \"nope\"") {
+		t.Fatalf("want exit 1 for an unknown name\n%s", r)
+	}
+
+	// The registered model client by PACKAGE:NAME answers the live model
+	// calls of a what-if run with another prompt.
+	_, agent := devCase(t, bin, "helpdesk")
+	prompt := dir + "/prompt.txt"
+	if err := os.WriteFile(prompt, []byte("Be brief."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = runIn(t, bin, dir, "case", "run", agent, "--prompt-file", prompt, "--llm-ref", divergePkg+":scripted")
+	if r.code != 0 || !strings.Contains(r.stdout, `"llm_ref":"`+divergePkg+`:scripted"`) || r.stderr != "" {
+		t.Fatalf("want the run answered by the package's client, with no warning\n%s", r)
+	}
+	r = runIn(t, bin, dir, "case", "run", agent, "--prompt-file", prompt, "--llm-ref", "other/pkg:scripted")
+	if r.code != 1 || !strings.Contains(r.stderr, "names no model client") {
+		t.Fatalf("want exit 1 for a client of another package\n%s", r)
 	}
 }

@@ -135,10 +135,11 @@ type runOutput struct {
 
 func (a *app) runTarget(ctx context.Context, j journal.Journal, target, runID string, inputs map[string]json.RawMessage, models flow.ModelClient) error {
 	reg := a.registry()
-	info, ok := reg.Lookup(target)
-	if !ok {
-		return fmt.Errorf("run: no target %q is registered (see %s targets)", target, a.name())
+	info, err := a.lookupTarget("run", target)
+	if err != nil {
+		return err
 	}
+	target = info.Name
 	if err := needModelClient("run", reg, info, models != nil); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +24,8 @@ type Registry struct {
 	mu      sync.RWMutex
 	targets map[string]*target
 	clients map[string]ModelClient // named live model clients (RegisterModelClient)
+	// clientPkgs are the import paths of the packages that registered them.
+	clientPkgs map[string]string
 }
 
 // NewRegistry returns an empty Registry.
@@ -103,6 +106,11 @@ type TargetInfo struct {
 	Inputs json.RawMessage `json:"inputs"`
 	// Model is an agent's default model id.
 	Model string `json:"model,omitempty"`
+	// Package is the import path of the Go package whose code registered
+	// the target (the caller of RegisterWorkflow or RegisterAgent), so
+	// that a target can be named as "<package>:<name>"
+	// (Registry.Resolve); empty when it cannot be told.
+	Package string `json:"package,omitempty"`
 }
 
 type target struct {
@@ -129,6 +137,7 @@ func RegisterWorkflow[I, O any](r *Registry, w Workflow[I, O]) error {
 	if err != nil {
 		return err
 	}
+	t.info.Package = callerPackage()
 	return r.add(t)
 }
 
@@ -139,6 +148,7 @@ func RegisterAgent[I, O any](r *Registry, a Agent[I, O]) error {
 	if err != nil {
 		return err
 	}
+	t.info.Package = callerPackage()
 	if a.Model == "" {
 		return fmt.Errorf("%w: agent %s: Model is required", ErrInvalidTarget, a.Name)
 	}
@@ -424,6 +434,52 @@ func (r *Registry) get(name string) (*target, error) {
 	return t, nil
 }
 
+// Resolve returns the target ref names: a registered name ("order"), or
+// "<package>:<name>" ("example.com/shop/flows:order"), the name of a target
+// that the Go package with that import path registered (TargetInfo.Package).
+// Errors wrap ErrUnknownTarget and say what is registered.
+func (r *Registry) Resolve(ref string) (TargetInfo, error) {
+	if info, ok := r.Lookup(ref); ok {
+		return info, nil
+	}
+	i := strings.LastIndexByte(ref, ':')
+	if i <= 0 {
+		return TargetInfo{}, fmt.Errorf("%w: %q", ErrUnknownTarget, ref)
+	}
+	pkg, name := ref[:i], ref[i+1:]
+	info, ok := r.Lookup(name)
+	switch {
+	case !ok:
+		return TargetInfo{}, fmt.Errorf("%w: %q: package %s registers no target %q", ErrUnknownTarget, ref, pkg, name)
+	case info.Package != pkg:
+		return TargetInfo{}, fmt.Errorf("%w: %q: target %s is registered by package %s, not %s", ErrUnknownTarget, ref, name, cmp.Or(info.Package, "(unknown)"), pkg)
+	}
+	return info, nil
+}
+
+// callerPackage is the import path of the package of the function that
+// called the function calling it (the caller of RegisterWorkflow or
+// RegisterAgent), "" when it cannot be told.
+func callerPackage() string {
+	pc, _, _, ok := runtime.Caller(2)
+	if !ok {
+		return ""
+	}
+	f := runtime.FuncForPC(pc)
+	if f == nil {
+		return ""
+	}
+	// "example.com/shop/flows.Register.func1" or "main.main": the package
+	// path ends at the first dot after the last slash.
+	name := f.Name()
+	slash := strings.LastIndexByte(name, '/')
+	dot := strings.IndexByte(name[slash+1:], '.')
+	if dot < 0 {
+		return ""
+	}
+	return name[:slash+1+dot]
+}
+
 // Lookup returns the target registered under name.
 func (r *Registry) Lookup(name string) (TargetInfo, bool) {
 	t, err := r.get(name)
@@ -500,15 +556,31 @@ func (r *Registry) RegisterModelClient(name string, c ModelClient) error {
 		return fmt.Errorf("%w: model client %s registered twice", ErrInvalidTarget, name)
 	}
 	r.clients[name] = c
+	if r.clientPkgs == nil {
+		r.clientPkgs = map[string]string{}
+	}
+	r.clientPkgs[name] = callerPackage()
 	return nil
 }
 
-// ModelClient returns the model client registered as name.
+// ModelClient returns the model client registered as name, or named
+// "<package>:<name>": the client registered as name by the Go package with
+// that import path.
 func (r *Registry) ModelClient(name string) (ModelClient, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	c, ok := r.clients[name]
-	return c, ok
+	if c, ok := r.clients[name]; ok {
+		return c, true
+	}
+	i := strings.LastIndexByte(name, ':')
+	if i <= 0 {
+		return nil, false
+	}
+	c, ok := r.clients[name[i+1:]]
+	if !ok || r.clientPkgs[name[i+1:]] != name[:i] {
+		return nil, false
+	}
+	return c, true
 }
 
 // ModelClientNames returns the names of the registered model clients,

@@ -8,6 +8,7 @@
 //   - helpdesk and helpdesk_v2 (agents): one lookup_order tool call, then
 //     an answer; helpdesk_v2 adds include_history to the tool's argument.
 //   - helpdesk_bare (agent): helpdesk with no model client of its own.
+//   - the model client "scripted": helpdesk's scripted answers.
 //   - loop and loop_v2 (workflows): n read steps (input n, default 10);
 //     loop_v2 changes the input of the tenth step from the end.
 //
@@ -29,10 +30,13 @@ const (
 	Helpdesk     = "helpdesk"
 	HelpdeskV2   = "helpdesk_v2"
 	HelpdeskBare = "helpdesk_bare"
-	Loop         = "loop"
-	LoopV2       = "loop_v2"
-	codeVersion1 = "divergetest/v1"
-	codeVersion2 = "divergetest/v2"
+	// ScriptedClient is the model client the package registers (helpdesk's
+	// scripted answers), for --llm-ref.
+	ScriptedClient = "scripted"
+	Loop           = "loop"
+	LoopV2         = "loop_v2"
+	codeVersion1   = "divergetest/v1"
+	codeVersion2   = "divergetest/v2"
 )
 
 // ChargeInputs are charge's inputs. Defaults: sku "SKU-1", qty 2.
@@ -101,7 +105,10 @@ func Register(reg *flow.Registry) error {
 			return err
 		}
 	}
-	return registerHelpdeskAs(reg, HelpdeskBare, codeVersion1, false, nil)
+	if err := registerHelpdeskAs(reg, HelpdeskBare, codeVersion1, false, nil); err != nil {
+		return err
+	}
+	return reg.RegisterModelClient(ScriptedClient, helpdeskModel{})
 }
 
 func registerLoop(reg *flow.Registry, v2 bool) error {

@@ -1,0 +1,36 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/pyrula/caseworker/flow"
+)
+
+// lookupTarget resolves a target named on the command line: its
+// registered name ("order"), or "<package>:<name>"
+// ("example.com/shop/flows:order"), a target that the Go package with that
+// import path registered (flow.Registry.Resolve). verb ("case run") starts
+// the error, which says what to look at.
+func (a *app) lookupTarget(verb, ref string) (flow.TargetInfo, error) {
+	info, err := a.registry().Resolve(ref)
+	if err == nil {
+		return info, nil
+	}
+	if !strings.Contains(ref, ":") {
+		return info, fmt.Errorf("%s: no target %q is registered (see %s targets)", verb, ref, a.name())
+	}
+	why := strings.TrimPrefix(err.Error(), flow.ErrUnknownTarget.Error()+": ")
+	return info, fmt.Errorf("%s: no target %s (see %s targets: a target is named NAME or PACKAGE:NAME, PACKAGE the import path of the Go package that registered it)", verb, why, a.name())
+}
+
+// targetName is the registered name a command-line target reference
+// names: ref itself when it is a registered name or no
+// "<package>:<name>" reference resolves, so that the command's own check
+// reports it.
+func (a *app) targetName(ref string) string {
+	if info, err := a.registry().Resolve(ref); err == nil {
+		return info.Name
+	}
+	return ref
+}

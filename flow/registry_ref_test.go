@@ -1,0 +1,50 @@
+package flow_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/examples"
+)
+
+// Targets and model clients record the package that registered them, and
+// resolve by their name or by "<package>:<name>".
+func TestResolvePackageQualified(t *testing.T) {
+	t.Parallel()
+	reg := flow.NewRegistry()
+	if _, err := examples.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	const pkg = "github.com/pyrula/caseworker/flow/examples"
+	for _, ref := range []string{examples.Checkout, pkg + ":" + examples.Checkout} {
+		info, err := reg.Resolve(ref)
+		if err != nil || info.Name != examples.Checkout || info.Package != pkg {
+			t.Errorf("Resolve(%q) = %+v, %v", ref, info, err)
+		}
+	}
+	for ref, want := range map[string]string{
+		"nope":                         `"nope"`,
+		pkg + ":nope":                  "registers no target",
+		"example.com/other:checkout":   "registered by package " + pkg + ", not example.com/other",
+		":checkout":                    `":checkout"`,
+		"my_app.workflows:" + "orders": "registers no target",
+	} {
+		_, err := reg.Resolve(ref)
+		if !errors.Is(err, flow.ErrUnknownTarget) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Resolve(%q) = %v, want ErrUnknownTarget with %q", ref, err, want)
+		}
+	}
+
+	// A model client registered here is this test package's.
+	if err := reg.RegisterModelClient("echo", flow.ModelClientFunc(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := reg.ModelClient("github.com/pyrula/caseworker/flow_test:echo"); !ok {
+		t.Error("the client by its package and name was not found")
+	}
+	if _, ok := reg.ModelClient("github.com/pyrula/caseworker/flow:echo"); ok {
+		t.Error("the client was found under another package")
+	}
+}
