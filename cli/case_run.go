@@ -25,7 +25,7 @@ import (
 // caseRunFlags are the flags of `case run`.
 type caseRunFlags struct {
 	target, supply, prices, model, promptFile, runID string
-	llmRef, depsRef, appDir, events, format, html    string
+	llmRef, depsRef, events, format, html            string
 	inputs, allow                                    []string
 	fromStart, replayOnly, values                    bool
 	liveBudget                                       int
@@ -69,10 +69,7 @@ the system prompt's line diff).`,
 	fl.StringVar(&f.runID, "run-id", "", "the new run's id (default a new case_<hex>)")
 	fl.StringVar(&f.events, "events", "", "also write the case run's own journal events to this file, as JSON lines")
 	fl.StringVar(&f.depsRef, "deps-ref", "", "not supported: dependencies are registered in the binary")
-	fl.StringVar(&f.appDir, "app-dir", "", "not supported: targets are registered in the binary")
-	for _, n := range []string{"deps-ref", "app-dir"} {
-		_ = fl.MarkHidden(n)
-	}
+	_ = fl.MarkHidden("deps-ref")
 	return c
 }
 
@@ -142,10 +139,8 @@ func (f caseRunFlags) ladderOptions(c *cobra.Command, verb string, o *replay.Opt
 }
 
 func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseRunFlags) error {
-	for _, n := range []string{"deps-ref", "app-dir"} {
-		if c.Flags().Changed(n) {
-			return fmt.Errorf("case run: --%s is not supported: targets and dependencies are registered in the binary (see %s targets)", n, a.name())
-		}
+	if c.Flags().Changed("deps-ref") {
+		return fmt.Errorf("case run: --deps-ref is not supported: dependencies are compiled into the binary with its targets; --app-dir DIR runs the CLI of another module (see %s targets)", a.name())
 	}
 	if err := checkFormat("case run", f.format); err != nil {
 		return err

@@ -89,6 +89,17 @@ func (o Options) Main(ctx context.Context, args []string, getenv func(string) st
 		stdin = strings.NewReader("")
 	}
 	a := &app{opts: o, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	if dir, rest, given, err := splitAppDir(args); given || err != nil {
+		// The user's own CLI, built from the module at dir, runs the
+		// command (appdir.go).
+		if err == nil {
+			err = a.runAppDir(ctx, dir, rest)
+		}
+		if err == nil {
+			return messages.ExitOK
+		}
+		return a.report(nil, &runError{err})
+	}
 	reg, err := o.registry()
 	if err != nil {
 		errorLine(stderr, err.Error())

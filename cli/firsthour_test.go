@@ -2,6 +2,8 @@ package cli_test
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -89,4 +91,48 @@ func TestPackageQualifiedNames(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "names no model client") {
 		t.Fatalf("want exit 1 for a client of another package\n%s", r)
 	}
+}
+
+// --app-dir DIR runs the CLI of the module at DIR (built into a cache),
+// so one installed pyrula serves any module: the starter's targets, and
+// its kept cases replayed by its own targets; a directory with no CLI main
+// says what is missing.
+func TestAppDir(t *testing.T) {
+	t.Parallel()
+	starter, err := filepath.Abs(filepath.Join("..", "examples", "starter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The go command writes telemetry under the home directory in the
+	// background: a home of the test's own, removed without waiting for it.
+	home, err := os.MkdirTemp("", "pyrula-appdir-home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(home) })
+	env := []string{"HOME=" + home, "PYRULA_APP_CACHE=" + t.TempDir(), "GOPROXY=" + goEnv(t, "GOPROXY"),
+		"GOCACHE=" + goEnv(t, "GOCACHE"), "GOMODCACHE=" + goEnv(t, "GOMODCACHE")}
+	r := run(t, invocation{args: []string{"targets", "--app-dir", starter}, env: env})
+	if r.code != 0 || !strings.Contains(r.stdout, `"name":"order"`) || !strings.Contains(r.stdout, `"package":"example.com/starter/flows"`) ||
+		strings.Contains(r.stdout, `"name":"checkout"`) {
+		t.Fatalf("want the starter's targets, not this binary's\n%s", r)
+	}
+	r = run(t, invocation{args: []string{"--app-dir=" + starter, "case", "test", filepath.Join(starter, "testdata")}, env: env})
+	if r.code != 0 || !strings.Contains(r.stdout, `"type":"summary"`) {
+		t.Fatalf("want the starter's kept cases to pass under its own CLI\n%s", r)
+	}
+	r = run(t, invocation{args: []string{"targets", "--app-dir", t.TempDir()}, env: env})
+	if r.code != 1 || !strings.Contains(r.stderr, "--app-dir") {
+		t.Fatalf("want exit 1 for a directory without a module\n%s", r)
+	}
+}
+
+// goEnv is go env NAME.
+func goEnv(t *testing.T, name string) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", name).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
 }
