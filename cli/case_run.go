@@ -68,8 +68,7 @@ the system prompt's line diff).`,
 	fl.BoolVar(&f.values, "values", false, "include call values and the result in the output")
 	fl.StringVar(&f.runID, "run-id", "", "the new run's id (default a new case_<hex>)")
 	fl.StringVar(&f.events, "events", "", "also write the case run's own journal events to this file, as JSON lines")
-	fl.StringVar(&f.depsRef, "deps-ref", "", "not supported: dependencies are registered in the binary")
-	_ = fl.MarkHidden("deps-ref")
+	fl.StringVar(&f.depsRef, "deps-ref", "", "the dependency set of live calls: NAME or PACKAGE:NAME of one the binary registered")
 	return c
 }
 
@@ -139,23 +138,23 @@ func (f caseRunFlags) ladderOptions(c *cobra.Command, verb string, o *replay.Opt
 }
 
 func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseRunFlags) error {
-	if c.Flags().Changed("deps-ref") {
-		return fmt.Errorf("case run: --deps-ref is not supported: dependencies are compiled into the binary with its targets; --app-dir DIR runs the CLI of another module (see %s targets)", a.name())
-	}
 	if err := checkFormat("case run", f.format); err != nil {
 		return err
 	}
 	if err := checkHTMLPath("case run", f.html); err != nil {
 		return err
 	}
+	deps, err := a.depSet("case run", f.depsRef)
+	if err != nil {
+		return err
+	}
 	memLog := flow.NewMemLog()
-	p := replay.Params{Registry: a.registry(), Log: memLog, Target: f.target, RunID: f.runID}
+	p := replay.Params{Registry: a.registry(), Log: memLog, Target: f.target, RunID: f.runID, Deps: deps}
 	o := &p.Options
 	o.ReplayOnly, o.Values, o.Model = f.replayOnly, f.values, f.model
 	if err := f.ladderOptions(c, "case run", o); err != nil {
 		return err
 	}
-	var err error
 	if f.promptFile != "" {
 		data, err := os.ReadFile(f.promptFile)
 		if err != nil {

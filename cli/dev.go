@@ -42,7 +42,7 @@ type devOutput struct {
 // journal, kept in .pyrula/last/ as a case and its events.
 func (a *app) devCmd() *cobra.Command {
 	var inputs []string
-	var runID, dir, llmRef string
+	var runID, dir, llmRef, depsRef string
 	var fork int64
 	c := &cobra.Command{
 		Use:   "dev TARGET",
@@ -89,17 +89,22 @@ Exit 0 when the run completed, 3 when it failed, was cancelled or suspended.`,
 				return fmt.Errorf("dev: --llm-ref: %w", err)
 			}
 		}
-		return a.dev(ctx, args[0], runID, dir, in, forkAt, models)
+		deps, err := a.depSet("dev", depsRef)
+		if err != nil {
+			return err
+		}
+		return a.dev(ctx, args[0], runID, dir, in, forkAt, models, deps)
 	})
 	c.Flags().StringArrayVar(&inputs, "input", nil, "an input as KEY=JSON (repeatable), e.g. --input sku='\"SKU-42\"'")
 	c.Flags().StringVar(&runID, "run-id", "", "the run id (default a new run_<hex>)")
 	c.Flags().StringVar(&dir, "dir", defaultDevDir, "where to keep the run's case and events")
 	c.Flags().Int64Var(&fork, "fork-after-seq", 0, "the run_seq the kept case forks after (default: right after run:start)")
 	c.Flags().StringVar(&llmRef, "llm-ref", "", "the model client of an agent's model calls: anthropic, openai, or one the binary registered (default the agent's own)")
+	c.Flags().StringVar(&depsRef, "deps-ref", "", "the dependency set of the run's steps and tools: NAME or PACKAGE:NAME of one the binary registered")
 	return c
 }
 
-func (a *app) dev(ctx context.Context, target, runID, dir string, inputs map[string]json.RawMessage, forkAt *int64, models flow.ModelClient) error {
+func (a *app) dev(ctx context.Context, target, runID, dir string, inputs map[string]json.RawMessage, forkAt *int64, models flow.ModelClient, deps flow.Deps) error {
 	reg := a.registry()
 	info, err := a.lookupTarget("dev", target)
 	if err != nil {
@@ -126,7 +131,7 @@ func (a *app) dev(ctx context.Context, target, runID, dir string, inputs map[str
 	}
 	runCtx, stop := cancelOnInterrupt(ctx)
 	defer stop()
-	out, err := rt.Run(runCtx, flow.RunParams{RunID: runID, Target: target, Inputs: inputs, Models: models})
+	out, err := rt.Run(runCtx, flow.RunParams{RunID: runID, Target: target, Inputs: inputs, Models: models, Deps: deps})
 	if err != nil {
 		return fmt.Errorf("dev: run %s: %w", runID, err)
 	}

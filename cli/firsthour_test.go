@@ -136,3 +136,29 @@ func goEnv(t *testing.T, name string) string {
 	}
 	return strings.TrimSpace(string(out))
 }
+
+// --deps-ref picks a dependency set a package registered: the charge step
+// charges through the set's Charger (flow.Dep) in a live run and in a
+// case run's live calls, while the recorded calls replay the same.
+func TestDepsRef(t *testing.T) {
+	t.Parallel()
+	bin := divergeBinary(t)
+	dir := t.TempDir()
+	r := runIn(t, bin, dir, "dev", "charge", "--deps-ref", "test_cards")
+	if r.code != 0 || !strings.Contains(r.stdout, `"result":"charged 25.00 (test_ch_2500)"`) {
+		t.Fatalf("dev --deps-ref: want the test charge\n%s", r)
+	}
+	file := dir + "/.pyrula/last/charge.case"
+	if r := runIn(t, bin, dir, "case", "run", file, "--replay-only"); r.code != 0 {
+		t.Fatalf("the recorded case replays without the set\n%s", r)
+	}
+	r = runIn(t, bin, dir, "case", "run", file, "--from-start", "--input", "qty=3", "--allow-write", "step:charge",
+		"--deps-ref", divergePkg+":test_cards", "--values")
+	if r.code != 0 || !strings.Contains(r.stdout, `"result":"test_ch_3750"`) {
+		t.Fatalf("case run --deps-ref PACKAGE:NAME: want the live charge through the set\n%s", r)
+	}
+	r = runIn(t, bin, dir, "dev", "charge", "--deps-ref", "real_cards")
+	if r.code != 1 || !strings.Contains(r.stderr, "--deps-ref real_cards names no dependency set this binary registered (have test_cards)") {
+		t.Fatalf("want exit 1 listing the sets\n%s", r)
+	}
+}

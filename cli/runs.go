@@ -87,7 +87,7 @@ func (a *app) withJournal(ctx context.Context, f func(journal.Journal) error) er
 // target, recorded in the journal.
 func (a *app) runCmd() *cobra.Command {
 	var inputs []string
-	var runID, llmRef string
+	var runID, llmRef, depsRef string
 	c := &cobra.Command{
 		Use:   "run TARGET",
 		Short: "Run a registered target live, recording it in the journal",
@@ -113,14 +113,19 @@ pyrula targets). Running an existing run id resumes it from its journal.`,
 					return fmt.Errorf("run: --llm-ref: %w", err)
 				}
 			}
+			deps, err := a.depSet("run", depsRef)
+			if err != nil {
+				return err
+			}
 			return a.withJournal(ctx, func(j journal.Journal) error {
-				return a.runTarget(ctx, j, args[0], runID, in, models)
+				return a.runTarget(ctx, j, args[0], runID, in, models, deps)
 			})
 		}),
 	}
 	c.Flags().StringArrayVar(&inputs, "input", nil, "an input as KEY=JSON (repeatable), e.g. --input sku='\"SKU-42\"'")
 	c.Flags().StringVar(&runID, "run-id", "", "the run id (default a new run_<hex>)")
 	c.Flags().StringVar(&llmRef, "llm-ref", "", "the model client of an agent's model calls: anthropic, openai, or one the binary registered (default the agent's own)")
+	c.Flags().StringVar(&depsRef, "deps-ref", "", "the dependency set of the run's steps and tools: NAME or PACKAGE:NAME of one the binary registered")
 	a.journalFlags(c)
 	return c
 }
@@ -133,7 +138,7 @@ type runOutput struct {
 	Terminal json.RawMessage `json:"terminal"`
 }
 
-func (a *app) runTarget(ctx context.Context, j journal.Journal, target, runID string, inputs map[string]json.RawMessage, models flow.ModelClient) error {
+func (a *app) runTarget(ctx context.Context, j journal.Journal, target, runID string, inputs map[string]json.RawMessage, models flow.ModelClient, deps flow.Deps) error {
 	reg := a.registry()
 	info, err := a.lookupTarget("run", target)
 	if err != nil {
@@ -151,7 +156,7 @@ func (a *app) runTarget(ctx context.Context, j journal.Journal, target, runID st
 	if err != nil {
 		return err
 	}
-	out, err := rt.Run(ctx, flow.RunParams{RunID: runID, Target: target, Inputs: inputs, Models: models})
+	out, err := rt.Run(ctx, flow.RunParams{RunID: runID, Target: target, Inputs: inputs, Models: models, Deps: deps})
 	if err != nil {
 		// The run did not end (its context ended or the journal failed): hand
 		// it back so that it can be resumed.

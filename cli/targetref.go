@@ -34,3 +34,20 @@ func (a *app) targetName(ref string) string {
 	}
 	return ref
 }
+
+// depSet returns the dependency set --deps-ref names (a registered name,
+// or PACKAGE:NAME), nil for ""; verb ("case run") starts its error, which
+// lists the registered sets.
+func (a *app) depSet(verb, ref string) (flow.Deps, error) {
+	if ref == "" {
+		return nil, nil
+	}
+	if d, ok := a.registry().DepSet(ref); ok {
+		return d, nil
+	}
+	have := a.registry().DepSetNames()
+	if len(have) == 0 {
+		return nil, fmt.Errorf("%s: --deps-ref %s: this binary registers no dependency set (flow.Registry.RegisterDeps)", verb, ref)
+	}
+	return nil, fmt.Errorf("%s: --deps-ref %s names no dependency set this binary registered (have %s)", verb, ref, strings.Join(have, ", "))
+}

@@ -26,6 +26,10 @@ type Registry struct {
 	clients map[string]ModelClient // named live model clients (RegisterModelClient)
 	// clientPkgs are the import paths of the packages that registered them.
 	clientPkgs map[string]string
+	// depSets are the dependency sets (RegisterDeps), depPkgs the packages
+	// that registered them.
+	depSets map[string]Deps
+	depPkgs map[string]string
 }
 
 // NewRegistry returns an empty Registry.

@@ -48,3 +48,31 @@ func TestResolvePackageQualified(t *testing.T) {
 		t.Error("the client was found under another package")
 	}
 }
+
+// A dependency set is registered under a lowercase name and found by name
+// or PACKAGE:NAME (how a run's steps read it with Dep is tested through
+// the CLI: cli.TestDepsRef).
+func TestDepSets(t *testing.T) {
+	t.Parallel()
+	reg := flow.NewRegistry()
+	type clock struct{ at string }
+	if err := reg.RegisterDeps("fakes", flow.Deps{clock{"noon"}, strings.NewReader("x")}); err != nil {
+		t.Fatal(err)
+	}
+	for name, d := range map[string]flow.Deps{"fakes": {1}, "Bad Name": {1}, "empty": nil} {
+		if err := reg.RegisterDeps(name, d); !errors.Is(err, flow.ErrInvalidTarget) {
+			t.Errorf("RegisterDeps(%q) = %v, want ErrInvalidTarget", name, err)
+		}
+	}
+	for _, ref := range []string{"fakes", "github.com/pyrula/caseworker/flow_test:fakes"} {
+		if _, ok := reg.DepSet(ref); !ok {
+			t.Errorf("DepSet(%q) not found", ref)
+		}
+	}
+	if _, ok := reg.DepSet("example.com/other:fakes"); ok {
+		t.Error("DepSet found the set under another package")
+	}
+	if got := reg.DepSetNames(); len(got) != 1 || got[0] != "fakes" {
+		t.Errorf("DepSetNames = %v", got)
+	}
+}

@@ -103,6 +103,9 @@ type RunParams struct {
 	System string
 	// Clock overrides Config.Clock for this run and its children.
 	Clock Clock
+	// Deps is the dependency set the run's steps and tools read with Dep
+	// (and its children's, through their context); nil for none.
+	Deps Deps
 }
 
 // Status is how a run ended.
@@ -297,7 +300,7 @@ func (rt *Runtime) execute(ctx context.Context, t *target, p RunParams) (Outcome
 		in = decoded
 	}
 
-	result, err := r.invoke(context.WithValue(ctx, runKey{}, r), in)
+	result, err := r.invoke(context.WithValue(withDeps(ctx, p.Deps), runKey{}, r), in)
 	return r.finish(ctx, result, err)
 }
 

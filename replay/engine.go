@@ -94,6 +94,9 @@ type Params struct {
 	// Models is the model client for live model calls; default the agent's
 	// own client.
 	Models flow.ModelClient
+	// Deps is the dependency set of the run's live calls (flow.Dep; the
+	// CLI's --deps-ref); nil for none.
+	Deps flow.Deps
 	// LLMRef names Models for the outcome (its llm_ref); empty when no
 	// client was named. A replay-only run, which sends no model call, may
 	// name a client it did not open (Models nil).
@@ -448,7 +451,7 @@ func Run(ctx context.Context, p Params) (Report, error) {
 	}
 	out, err := rt.Run(ctx, flow.RunParams{
 		RunID: p.RunID, Target: p.Target, Inputs: inputs, Resolver: e,
-		Models: p.Models, Model: e.model, System: p.System,
+		Models: p.Models, Model: e.model, System: p.System, Deps: p.Deps,
 	})
 	if err != nil {
 		return Report{}, fmt.Errorf("replay: run %s: %w", p.RunID, err)

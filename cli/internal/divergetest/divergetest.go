@@ -9,6 +9,8 @@
 //     an answer; helpdesk_v2 adds include_history to the tool's argument.
 //   - helpdesk_bare (agent): helpdesk with no model client of its own.
 //   - the model client "scripted": helpdesk's scripted answers.
+//   - the dependency set "test_cards": a Charger of test charges, which
+//     charge's charge step uses when a run is given it.
 //   - loop and loop_v2 (workflows): n read steps (input n, default 10);
 //     loop_v2 changes the input of the tenth step from the end.
 //
@@ -33,10 +35,13 @@ const (
 	// ScriptedClient is the model client the package registers (helpdesk's
 	// scripted answers), for --llm-ref.
 	ScriptedClient = "scripted"
-	Loop           = "loop"
-	LoopV2         = "loop_v2"
-	codeVersion1   = "divergetest/v1"
-	codeVersion2   = "divergetest/v2"
+	// TestCards is the dependency set the package registers: a Charger of
+	// test charges, for --deps-ref.
+	TestCards    = "test_cards"
+	Loop         = "loop"
+	LoopV2       = "loop_v2"
+	codeVersion1 = "divergetest/v1"
+	codeVersion2 = "divergetest/v2"
 )
 
 // ChargeInputs are charge's inputs. Defaults: sku "SKU-1", qty 2.
@@ -108,8 +113,23 @@ func Register(reg *flow.Registry) error {
 	if err := registerHelpdeskAs(reg, HelpdeskBare, codeVersion1, false, nil); err != nil {
 		return err
 	}
-	return reg.RegisterModelClient(ScriptedClient, helpdeskModel{})
+	if err := reg.RegisterModelClient(ScriptedClient, helpdeskModel{}); err != nil {
+		return err
+	}
+	return reg.RegisterDeps(TestCards, flow.Deps{testCards{}})
 }
+
+// Charger charges a card; the charge step uses the run's (flow.Dep) when
+// its dependency set has one.
+type Charger interface {
+	Charge(amountMinor int) string
+}
+
+// testCards is the Charger of the TestCards dependency set: test charges.
+type testCards struct{}
+
+// Charge implements Charger.
+func (testCards) Charge(amountMinor int) string { return fmt.Sprintf("test_ch_%d", amountMinor) }
 
 func registerLoop(reg *flow.Registry, v2 bool) error {
 	name, version := Loop, codeVersion1
@@ -150,6 +170,9 @@ func registerCharge(reg *flow.Registry, v2 bool) error {
 		return Quote{AmountMinor: 1250 * in.Qty}, nil
 	})
 	charge := flow.DefineStep("charge", flow.Write, func(ctx context.Context, in ChargeInput) (string, error) {
+		if c, ok := flow.Dep[Charger](ctx); ok {
+			return c.Charge(in.AmountMinor), nil
+		}
 		return fmt.Sprintf("ch_%d", in.AmountMinor), nil
 	})
 	receipt := flow.DefineStep("receipt", flow.Pure, func(ctx context.Context, in ReceiptInput) (string, error) {

@@ -1,0 +1,98 @@
+package flow
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Deps is a dependency set: values a target's steps and tools read from
+// their context with Dep instead of building the real thing, such as a
+// fake payment client for CI or a sandbox API's client. A package
+// registers sets by name (Registry.RegisterDeps); a run uses one when it is
+// given one (RunParams.Deps; the CLI's --deps-ref NAME or PACKAGE:NAME),
+// and its children use it too. Without one, Dep reports false and the code
+// uses its own. A dependency set changes what live calls do, never a
+// call's input or fingerprint: recorded calls replay the same.
+type Deps []any
+
+// depsKey is the context key of the run's dependency set.
+type depsKey struct{}
+
+// withDeps returns ctx carrying d (ctx itself for an empty set).
+func withDeps(ctx context.Context, d Deps) context.Context {
+	if len(d) == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, depsKey{}, d)
+}
+
+// Dep returns the first value of the run's dependency set that is a T (a
+// type or an interface), and whether there is one.
+func Dep[T any](ctx context.Context) (T, bool) {
+	d, _ := ctx.Value(depsKey{}).(Deps)
+	for _, v := range d {
+		if t, ok := v.(T); ok {
+			return t, true
+		}
+	}
+	var zero T
+	return zero, false
+}
+
+// RegisterDeps registers the dependency set d as name, a lowercase
+// identifier (as a model client's name), recording the package that
+// registered it. Errors: ErrInvalidTarget for a bad or taken name or an
+// empty set.
+func (r *Registry) RegisterDeps(name string, d Deps) error {
+	if !validClientName(name) {
+		return fmt.Errorf("%w: dependency set name %q is not a lowercase identifier", ErrInvalidTarget, name)
+	}
+	if len(d) == 0 {
+		return fmt.Errorf("%w: dependency set %s is empty", ErrInvalidTarget, name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.depSets == nil {
+		r.depSets, r.depPkgs = map[string]Deps{}, map[string]string{}
+	}
+	if r.depSets[name] != nil {
+		return fmt.Errorf("%w: dependency set %s registered twice", ErrInvalidTarget, name)
+	}
+	r.depSets[name] = slices.Clone(d)
+	r.depPkgs[name] = callerPackage()
+	return nil
+}
+
+// DepSet returns the dependency set registered as ref, or named
+// "<package>:<name>": the set registered as name by the Go package with
+// that import path.
+func (r *Registry) DepSet(ref string) (Deps, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if d, ok := r.depSets[ref]; ok {
+		return d, true
+	}
+	i := strings.LastIndexByte(ref, ':')
+	if i <= 0 {
+		return nil, false
+	}
+	d, ok := r.depSets[ref[i+1:]]
+	if !ok || r.depPkgs[ref[i+1:]] != ref[:i] {
+		return nil, false
+	}
+	return d, true
+}
+
+// DepSetNames returns the names of the registered dependency sets, sorted.
+func (r *Registry) DepSetNames() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.depSets))
+	for n := range r.depSets {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
