@@ -165,7 +165,7 @@ func TestCaseRun(t *testing.T) {
 	sb.WriteString("}}")
 	wantError(t, e.run("case", "run", h, "--supply", writeFile(t, "many.json", []byte(sb.String()))), "at most 200")
 	wantError(t, e.run("case", "run", h, "--llm-ref", "x:y"), `llm ref "x:y" names no model client`)
-	wantError(t, e.run("case", "run", h, "--deps-ref", "x:y"), "not supported")
+	wantError(t, e.run("case", "run", h, "--deps-ref", "x:y"), "--deps-ref x:y: this binary registers no dependency set")
 	wantRefusal(t, e.run("case", "run", strings.Repeat("0", 64)), "bundle_missing")
 	wantRefusal(t, e.run("case", "run", "nothex"), "invalid_fixture_hash")
 
