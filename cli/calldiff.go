@@ -382,7 +382,7 @@ func noInputWords(a, b bool) string {
 	case b && !a:
 		side = "the second side (b)"
 	}
-	return "the fingerprints differ but " + side + " keeps no input for this call (a case saved before cases kept the inputs of calls after the fork): save it again to see which fields changed"
+	return "fingerprints differ; " + side + " keeps no input for this call (saved before cases kept the inputs of calls after the fork): save it again to name the fields"
 }
 
 // describeChange words a change on one line for a table or a message:

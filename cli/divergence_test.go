@@ -271,7 +271,7 @@ func TestDivergenceOldBundleWithoutInputs(t *testing.T) {
 	r := runIn(t, bin, dir, "case", "run", old, "--replay-only", "--target", "charge_v2")
 	_, out := runOutcome(t, r)
 	d := out.Divergence
-	if r.code != 3 || d == nil || d.Call != "step:charge:0" || d.Diff != nil || !strings.Contains(d.NoInput, "keeps no input for step:charge:0") ||
+	if r.code != 3 || d == nil || d.Call != "step:charge:0" || d.Diff != nil || !strings.Contains(d.NoInput, "keeps no input for this call") ||
 		d.RecordedFingerprint == "" || d.ActualFingerprint == d.RecordedFingerprint || !strings.Contains(out.Message, "save the run again") {
 		t.Fatalf("want the divergence to say that the case keeps no input\n%s", r)
 	}

@@ -215,14 +215,15 @@ func (m *ModelChange) Summary() string {
 		case PartTools:
 			parts = append(parts, fmt.Sprintf("the tool list changed (added %v, removed %v)", m.Tools.Added, m.Tools.Removed))
 		case PartMessages:
-			parts = append(parts, "the messages changed at "+listPaths(m.Messages))
+			parts = append(parts, "the messages changed at "+ListPaths(m.Messages))
 		}
 	}
 	return strings.Join(parts, "; ")
 }
 
-// listPaths joins at most five paths, then says how many more.
-func listPaths(paths []string) string {
+// ListPaths joins at most five JSON paths with commas, then says how many
+// more: the one way a divergence's paths are listed in words.
+func ListPaths(paths []string) string {
 	const most = 5
 	if len(paths) <= most {
 		return strings.Join(paths, ", ")

@@ -3,6 +3,7 @@ package flow
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -71,28 +72,30 @@ func (r *Registry) RegisterDeps(name string, d Deps) error {
 func (r *Registry) DepSet(ref string) (Deps, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if d, ok := r.depSets[ref]; ok {
-		return d, true
+	return byRef(r.depSets, r.depPkgs, ref)
+}
+
+// byRef looks ref up in m: a key, or "<package>:<key>" for a key that
+// package registered (pkgs holds each key's package).
+func byRef[T any](m map[string]T, pkgs map[string]string, ref string) (T, bool) {
+	if v, ok := m[ref]; ok {
+		return v, true
 	}
+	var zero T
 	i := strings.LastIndexByte(ref, ':')
 	if i <= 0 {
-		return nil, false
+		return zero, false
 	}
-	d, ok := r.depSets[ref[i+1:]]
-	if !ok || r.depPkgs[ref[i+1:]] != ref[:i] {
-		return nil, false
+	v, ok := m[ref[i+1:]]
+	if !ok || pkgs[ref[i+1:]] != ref[:i] {
+		return zero, false
 	}
-	return d, true
+	return v, true
 }
 
 // DepSetNames returns the names of the registered dependency sets, sorted.
 func (r *Registry) DepSetNames() []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	names := make([]string, 0, len(r.depSets))
-	for n := range r.depSets {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
+	return slices.Sorted(maps.Keys(r.depSets))
 }

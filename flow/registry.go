@@ -573,18 +573,7 @@ func (r *Registry) RegisterModelClient(name string, c ModelClient) error {
 func (r *Registry) ModelClient(name string) (ModelClient, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if c, ok := r.clients[name]; ok {
-		return c, true
-	}
-	i := strings.LastIndexByte(name, ':')
-	if i <= 0 {
-		return nil, false
-	}
-	c, ok := r.clients[name[i+1:]]
-	if !ok || r.clientPkgs[name[i+1:]] != name[:i] {
-		return nil, false
-	}
-	return c, true
+	return byRef(r.clients, r.clientPkgs, name)
 }
 
 // ModelClientNames returns the names of the registered model clients,

@@ -2,7 +2,6 @@ package replay
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -56,22 +55,13 @@ func (d *InputDiff) Summary() string {
 		paths []string
 	}{{"added", d.Added}, {"removed", d.Removed}, {"changed", d.Changed}, {"ignored as volatile", d.Ignored}} {
 		if len(l.paths) > 0 {
-			parts = append(parts, l.what+" "+listPaths(l.paths))
+			parts = append(parts, l.what+" "+explain.ListPaths(l.paths))
 		}
 	}
 	if len(d.Added)+len(d.Removed)+len(d.Changed) == 0 {
 		parts = append([]string{"no field differs that counts"}, parts...)
 	}
 	return "input fields " + strings.Join(parts, "; ")
-}
-
-// listPaths joins at most five paths, then says how many more.
-func listPaths(paths []string) string {
-	const most = 5
-	if len(paths) <= most {
-		return strings.Join(paths, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(paths[:most], ", "), len(paths)-most)
 }
 
 // DiffInputs compares two JSON values (jsondiff.Compare). It returns nil

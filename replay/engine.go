@@ -587,11 +587,9 @@ func (e *engine) explainCall(c flow.Call, recordedFP string, recInput json.RawMe
 		d.Tool = c.Name
 	}
 	if recInput == nil {
-		if prefix {
-			d.NoInput = fmt.Sprintf("the input changed, but the recording keeps no input for %s to name the fields", id)
-		} else {
-			d.NoInput = fmt.Sprintf("the input changed, but the case keeps no input for %s, a call after its fork (it was saved before cases kept those inputs): "+
-				"save the run again (pyrula case save, or pyrula dev) to see which fields changed", id)
+		d.NoInput = "input changed; the recording keeps no input for this call to name the fields"
+		if !prefix {
+			d.NoInput = "input changed; the case keeps no input for this call (saved before cases kept the inputs of calls after the fork): save the run again to name the fields"
 		}
 		return d
 	}
