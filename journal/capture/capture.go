@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/journal"
@@ -129,20 +130,20 @@ func Build(r *journal.Run, p Params) (*bundle.Bundle, error) {
 // their call:start events, in the history, hold both.
 func withInputs(r *journal.Run, fork int64) []bundle.Result {
 	out := slices.Clone(r.Results)
-	prefix := map[string]bool{}
-	inputs := map[string]json.RawMessage{}
-	starts := map[string]int64{}
-	for _, e := range r.Events {
+	// Events are in run_seq order: those after the fork start at after.
+	after := sort.Search(len(r.Events), func(i int) bool { return r.Events[i].RunSeq > fork })
+	type start struct {
+		input json.RawMessage
+		seq   int64
+	}
+	starts := map[string]start{}
+	for _, e := range r.Events[after:] {
 		c, ok := journal.CallOf(e)
 		if !ok || e.Kind != journal.KindCallStart {
 			continue
 		}
 		id := c.ID()
-		if e.RunSeq <= fork {
-			prefix[id] = true
-			continue
-		}
-		if _, seen := inputs[id]; seen {
+		if _, seen := starts[id]; seen {
 			continue
 		}
 		in := e.Input
@@ -152,22 +153,27 @@ func withInputs(r *journal.Run, fork int64) []bundle.Result {
 				in = raw
 			}
 		}
-		if len(in) > 0 {
-			inputs[id] = in
+		starts[id] = start{in, e.RunSeq}
+	}
+	if len(starts) == 0 {
+		return out
+	}
+	// A call started before the fork too (a resumed run starts it again)
+	// has its input in the history.
+	for _, e := range r.Events[:after] {
+		if c, ok := journal.CallOf(e); ok && e.Kind == journal.KindCallStart {
+			delete(starts, c.ID())
 		}
-		starts[id] = e.RunSeq
 	}
 	for i, res := range out {
-		id := journal.ResultID(res.Kind, res.Key)
-		if prefix[id] || res.Input != nil {
+		s, ok := starts[journal.ResultID(res.Kind, res.Key)]
+		if !ok || res.Input != nil {
 			continue
 		}
-		if in, ok := inputs[id]; ok {
-			out[i].Input = in
+		if len(s.input) > 0 {
+			out[i].Input = s.input
 		}
-		if seq, ok := starts[id]; ok {
-			out[i].StartSeq = seq
-		}
+		out[i].StartSeq = s.seq
 	}
 	return out
 }
