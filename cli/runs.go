@@ -352,7 +352,8 @@ type exitStatus int
 func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 // valkeyClient connects to the Valkey that PYRULA_VALKEY_URL names (default
-// redis://127.0.0.1:6379/0), with the TLS files of PYRULA_VALKEY_CA_FILE,
+// redis://127.0.0.1:6379/0), with PYRULA_VALKEY_USERNAME and
+// PYRULA_VALKEY_PASSWORD and the TLS files of PYRULA_VALKEY_CA_FILE,
 // PYRULA_VALKEY_CERT_FILE and PYRULA_VALKEY_KEY_FILE (valkeyconn), without
 // client-side caching; errors name the variable and never print the URL's
 // password.

@@ -90,39 +90,3 @@ type secretTargetRef struct {
 type podIdentity struct {
 	Provider string `json:"provider"`
 }
-
-// kustomization mirrors the kustomize.config.k8s.io/v1beta1 Kustomization
-// fields the manifests use.
-type kustomization struct {
-	APIVersion         string             `json:"apiVersion"`
-	Kind               string             `json:"kind"`
-	Namespace          string             `json:"namespace,omitempty"`
-	Labels             []kustomizeLabel   `json:"labels,omitempty"`
-	Images             []kustomizeImage   `json:"images,omitempty"`
-	Resources          []string           `json:"resources,omitempty"`
-	ConfigMapGenerator []configMapGenArgs `json:"configMapGenerator,omitempty"`
-}
-
-type kustomizeLabel struct {
-	Pairs            map[string]string `json:"pairs"`
-	IncludeSelectors bool              `json:"includeSelectors"`
-	IncludeTemplates bool              `json:"includeTemplates,omitempty"`
-}
-
-type kustomizeImage struct {
-	Name    string `json:"name"`
-	NewName string `json:"newName,omitempty"`
-	NewTag  string `json:"newTag,omitempty"`
-	Digest  string `json:"digest,omitempty"`
-}
-
-type configMapGenArgs struct {
-	Name    string            `json:"name"`
-	Files   []string          `json:"files,omitempty"`
-	Options *generatorOptions `json:"options,omitempty"`
-}
-
-type generatorOptions struct {
-	DisableNameSuffixHash bool              `json:"disableNameSuffixHash,omitempty"`
-	Labels                map[string]string `json:"labels,omitempty"`
-}

@@ -12,6 +12,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
+	kusttypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 )
@@ -91,7 +92,7 @@ func TestStarterOverlay(t *testing.T) {
 
 	baseOut, base := render(t, ".")
 	if ns, ok := kz["namespace"]; ok {
-		var root kustomization
+		var root kusttypes.Kustomization
 		if err := yaml.Unmarshal(mustRead(t, "kustomization.yaml"), &root); err != nil {
 			t.Fatal(err)
 		}

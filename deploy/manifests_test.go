@@ -23,6 +23,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	kusttypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/yaml"
 
 	"github.com/pyrula/caseworker/llm/anthropicllm"
@@ -52,7 +53,8 @@ var manifestTypes = map[string]func() any{
 	"monitoring.coreos.com/v1/PrometheusRule":       func() any { return new(monitoringv1.PrometheusRule) },
 	"keda.sh/v1alpha1/ScaledObject":                 func() any { return new(scaledObject) },
 	"keda.sh/v1alpha1/TriggerAuthentication":        func() any { return new(triggerAuthentication) },
-	"kustomize.config.k8s.io/v1beta1/Kustomization": func() any { return new(kustomization) },
+	"kustomize.config.k8s.io/v1beta1/Kustomization": func() any { return new(kusttypes.Kustomization) },
+	"kustomize.config.k8s.io/v1alpha1/Component":    func() any { return new(kusttypes.Kustomization) },
 }
 
 // object is one decoded YAML document.
@@ -155,7 +157,7 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 	kinds := map[string]int{}
 	for _, o := range m {
 		kinds[o.kind]++
-		if o.kind != "Kustomization" && o.name == "" {
+		if o.kind != "Kustomization" && o.kind != "Component" && o.name == "" {
 			t.Errorf("%s: a %s without metadata.name", o.file, o.kind)
 		}
 	}
@@ -194,12 +196,19 @@ func TestKustomizations(t *testing.T) {
 	used := map[string]bool{}
 	var dirs []string
 	for _, o := range m {
-		if o.kind != "Kustomization" {
+		if o.kind != "Kustomization" && o.kind != "Component" {
 			continue
 		}
-		k := o.obj.(*kustomization)
+		k := o.obj.(*kusttypes.Kustomization)
 		dir := filepath.Dir(o.file)
-		dirs = append(dirs, dir)
+		if o.kind == "Kustomization" {
+			dirs = append(dirs, dir)
+		}
+		for _, c := range k.Components {
+			if _, err := os.Stat(filepath.Join(dir, c, "kustomization.yaml")); err != nil {
+				t.Errorf("%s: component %s is not a directory with a kustomization.yaml", o.file, c)
+			}
+		}
 		for _, r := range k.Resources {
 			p := filepath.Join(dir, r)
 			st, err := os.Stat(p)
@@ -216,7 +225,7 @@ func TestKustomizations(t *testing.T) {
 			used[p] = true
 		}
 		for _, g := range k.ConfigMapGenerator {
-			for _, f := range g.Files {
+			for _, f := range g.FileSources {
 				if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 					t.Errorf("%s: configMapGenerator %s: %v", o.file, g.Name, err)
 				}
@@ -224,7 +233,7 @@ func TestKustomizations(t *testing.T) {
 		}
 	}
 	for _, o := range m {
-		if o.kind == "Kustomization" || used[o.file] || filepath.Base(o.file) == "secret.example.yaml" {
+		if o.kind == "Kustomization" || o.kind == "Component" || used[o.file] || filepath.Base(o.file) == "secret.example.yaml" {
 			continue
 		}
 		t.Errorf("%s (%s %s) is in no kustomization.yaml", o.file, o.kind, o.name)
@@ -384,18 +393,30 @@ func TestDeploymentEnvMatchesConfig(t *testing.T) {
 			t.Errorf("%s must be an optional Secret key: a worker without that provider needs none", e.Name)
 		}
 	}
+	// The streams derive from PYRULA_NAMESPACE: setting them would write
+	// the namespace twice.
+	derived := []string{"PYRULA_CASE_STREAM", "PYRULA_REPLY_STREAM"}
 	for name := range vars {
-		if _, ok := setBy[name]; !ok {
+		_, ok := setBy[name]
+		switch {
+		case slices.Contains(derived, name) && ok:
+			t.Errorf("the Deployment sets %s (%s): leave it to derive from PYRULA_NAMESPACE", name, setBy[name])
+		case !slices.Contains(derived, name) && !ok:
 			t.Errorf("worker.Config has %s, which the Deployment does not set (add it to base/configmap.yaml with its default)", name)
 		}
 	}
 	if by := setBy["PYRULA_CONSUMER_NAME"]; by != "the pod name" {
 		t.Errorf("PYRULA_CONSUMER_NAME must be the pod name (fieldRef metadata.name), is set by %q", by)
 	}
-	for _, name := range []string{"PYRULA_POSTGRES_DSN", "PYRULA_VALKEY_URL"} {
+	for _, name := range []string{"PYRULA_POSTGRES_DSN", "PYRULA_VALKEY_USERNAME", "PYRULA_VALKEY_PASSWORD"} {
 		if !strings.HasPrefix(setBy[name], "Secret ") {
 			t.Errorf("%s can hold a password: it must come from the Secret, is set by %q", name, setBy[name])
 		}
+	}
+	// Valkey's address is plain configuration, shared with KEDA's triggers;
+	// its credentials are not in it.
+	if vu, err := url.Parse(env["PYRULA_VALKEY_URL"]); err != nil || vu.User != nil || !strings.HasPrefix(setBy["PYRULA_VALKEY_URL"], "ConfigMap ") {
+		t.Errorf("PYRULA_VALKEY_URL must come from the ConfigMap without credentials (set by %q)", setBy["PYRULA_VALKEY_URL"])
 	}
 	// Whatever the ConfigMap holds must be a valid configuration, and the
 	// worker's defaults: the same Config as with none of it set.
@@ -405,7 +426,8 @@ func TestDeploymentEnvMatchesConfig(t *testing.T) {
 	}
 	bare := map[string]string{}
 	for name, by := range setBy {
-		if !strings.HasPrefix(by, "ConfigMap ") {
+		// PYRULA_VALKEY_URL names the cluster's Valkey, not a default.
+		if !strings.HasPrefix(by, "ConfigMap ") || name == "PYRULA_VALKEY_URL" {
 			bare[name] = env[name]
 		}
 	}
@@ -602,15 +624,59 @@ func TestSecurityAndResources(t *testing.T) {
 	}
 }
 
-// TestKEDATriggersMatchConfig: every trigger watches the message stream
-// and group the worker reads (from the Deployment's configuration) or the
-// runs stream, and authenticates with keys the Secret has. The live test
-// checks that the groups exist in Valkey once a worker ran.
+// kedaOverlays are the kustomizations whose rendered KEDA triggers
+// TestKEDATriggersMatchConfig checks against their rendered ConfigMap, with
+// the namespace each must end up with: deploy/ itself, and an overlay that
+// moves every shared value (namespace, group, a rediss:// URL on another
+// host, port and database, the TLS component).
+var kedaOverlays = map[string]string{".": "pyrula", "testdata/moved": "shop"}
+
+// renderedManifests renders dir and adds the example Secret, which no
+// kustomization applies, for podEnv.
+func renderedManifests(t *testing.T, dir string) manifests {
+	t.Helper()
+	_, objs := render(t, dir)
+	secret := get[*corev1.Secret](t, loadManifests(t), "Secret", workerName)
+	return append(manifests(objs), object{file: "base/secret.example.yaml", kind: "Secret", name: workerName, obj: secret})
+}
+
+// TestKEDATriggersMatchConfig: in every rendered overlay, every trigger
+// watches the message stream and group the worker reads (from the
+// Deployment's configuration) or the runs stream, at the address, database
+// and TLS of PYRULA_VALKEY_URL, and authenticates with keys the Secret
+// has: the keda component fills them in from the ConfigMap, so that each
+// value is written once. The live test checks that the groups exist in
+// Valkey once a worker ran.
 func TestKEDATriggersMatchConfig(t *testing.T) {
-	m := loadManifests(t)
-	cfg, env := deployedConfig(t, m)
-	so := get[*scaledObject](t, m, "ScaledObject", workerName)
+	for dir, wantNS := range kedaOverlays {
+		t.Run(dir, func(t *testing.T) { checkKEDATriggers(t, renderedManifests(t, dir), wantNS) })
+	}
+}
+
+func checkKEDATriggers(t *testing.T, m manifests, wantNS string) {
 	d := get[*appsv1.Deployment](t, m, "Deployment", workerName)
+	env, _ := podEnv(t, m, container(t, d.Spec.Template.Spec, workerCtr))
+	// The TLS files exist only in the pod: check where they point, then
+	// load the rest.
+	files := []string{"PYRULA_VALKEY_CA_FILE", "PYRULA_VALKEY_CERT_FILE", "PYRULA_VALKEY_KEY_FILE"}
+	mounts := container(t, d.Spec.Template.Spec, workerCtr).VolumeMounts
+	for _, name := range files {
+		if env[name] == "" {
+			continue
+		}
+		if !slices.ContainsFunc(mounts, func(vm corev1.VolumeMount) bool { return strings.HasPrefix(env[name], vm.MountPath+"/") }) {
+			t.Errorf("%s is %q, under no volume mounted in the worker", name, env[name])
+		}
+		delete(env, name)
+	}
+	cfg, err := loadConfig(t, env)
+	if err != nil {
+		t.Fatalf("the Deployment's environment does not load: %v", err)
+	}
+	if cfg.Namespace != wantNS {
+		t.Fatalf("PYRULA_NAMESPACE is %q, want %q: the overlay does not move what it should", cfg.Namespace, wantNS)
+	}
+	so := get[*scaledObject](t, m, "ScaledObject", workerName)
 	if so.Spec.ScaleTargetRef == nil || so.Spec.ScaleTargetRef.Name != d.Name {
 		t.Errorf("the ScaledObject does not target Deployment %s", d.Name)
 	}
@@ -618,9 +684,9 @@ func TestKEDATriggersMatchConfig(t *testing.T) {
 		t.Errorf("minReplicaCount must be at least 1: runs and reclaims need a worker even with an empty message stream")
 	}
 	secret := get[*corev1.Secret](t, m, "Secret", workerName)
-	vu, err := url.Parse(env["PYRULA_VALKEY_URL"])
+	vu, err := url.Parse(cfg.ValkeyURL)
 	if err != nil {
-		t.Fatalf("the example PYRULA_VALKEY_URL does not parse")
+		t.Fatalf("PYRULA_VALKEY_URL does not parse")
 	}
 	db := cmpOr(strings.TrimPrefix(vu.Path, "/"), "0")
 	tls := strconv.FormatBool(vu.Scheme == "rediss")
@@ -642,17 +708,14 @@ func TestKEDATriggersMatchConfig(t *testing.T) {
 				t.Errorf("trigger %s: no consumerGroup", tr.Name)
 			}
 		default:
-			t.Errorf("trigger %s: stream %q is neither PYRULA_CASE_STREAM %q nor the runs stream %q", tr.Name, stream, cfg.CaseStream, cfg.Namespace+":runs")
+			t.Errorf("trigger %s: stream %q is neither the message stream %q nor the runs stream %q", tr.Name, stream, cfg.CaseStream, cfg.Namespace+":runs")
 		}
 		watched[stream] = true
 		if md["lagCount"] == "" && md["pendingEntriesCount"] == "" {
 			t.Errorf("trigger %s: neither lagCount nor pendingEntriesCount", tr.Name)
 		}
-		if md["address"] == "" && md["addressFromEnv"] == "" && md["host"] == "" {
-			t.Errorf("trigger %s: no Valkey address", tr.Name)
-		}
 		if md["address"] != vu.Host {
-			t.Errorf("trigger %s: address %q, the example PYRULA_VALKEY_URL's is %q", tr.Name, md["address"], vu.Host)
+			t.Errorf("trigger %s: address %q, PYRULA_VALKEY_URL's is %q", tr.Name, md["address"], vu.Host)
 		}
 		if cmpOr(md["enableTLS"], "false") != tls {
 			t.Errorf("trigger %s: enableTLS %q, but PYRULA_VALKEY_URL's scheme is %s", tr.Name, md["enableTLS"], vu.Scheme)
@@ -674,6 +737,12 @@ func TestKEDATriggersMatchConfig(t *testing.T) {
 	if !watched[cfg.CaseStream] || !watched[cfg.Namespace+":runs"] {
 		t.Errorf("the triggers watch %v; want the message stream and the runs stream", watched)
 	}
+}
+
+// TestHPATarget: the plain HPA scales the worker's Deployment.
+func TestHPATarget(t *testing.T) {
+	m := loadManifests(t)
+	d := get[*appsv1.Deployment](t, m, "Deployment", workerName)
 	hpa := get[*autoscalingv2.HorizontalPodAutoscaler](t, m, "HorizontalPodAutoscaler", workerName)
 	if hpa.Spec.ScaleTargetRef.Kind != "Deployment" || hpa.Spec.ScaleTargetRef.Name != d.Name {
 		t.Errorf("the HPA does not target Deployment %s", d.Name)
@@ -717,7 +786,7 @@ func TestScalingFollowsConcurrency(t *testing.T) {
 	// A number in a comment next to a setting's name goes stale: the
 	// comments name the settings, the test checks the values.
 	stale := regexp.MustCompile(`PYRULA_(RUN_)?CONCURRENCY \(\d+\)`)
-	for _, f := range []string{"keda.yaml", "hpa/hpa.yaml"} {
+	for _, f := range []string{"keda/scaledobject.yaml", "hpa/hpa.yaml"} {
 		if loc := stale.Find(mustRead(t, f)); loc != nil {
 			t.Errorf("%s: the comment %q gives a number; name the setting only", f, loc)
 		}

@@ -444,11 +444,12 @@ func TestLiveWorker(t *testing.T) {
 	for k, v := range podEnv {
 		env[k] = v
 	}
-	delete(env, "PYRULA_POSTGRES_DSN") // the example Secret's is not a server
+	// The example Secret's DSN and Valkey login are not a server's.
+	delete(env, "PYRULA_POSTGRES_DSN")
+	delete(env, "PYRULA_VALKEY_USERNAME")
+	delete(env, "PYRULA_VALKEY_PASSWORD")
 	env["PYRULA_VALKEY_URL"] = url
-	env["PYRULA_NAMESPACE"] = ns
-	env["PYRULA_CASE_STREAM"] = ns + ":case-messages"
-	env["PYRULA_REPLY_STREAM"] = ns + ":case-replies"
+	env["PYRULA_NAMESPACE"] = ns // the streams follow it
 	env["PYRULA_FIXTURE_STORE"] = "memory:"
 	env["PYRULA_CONSUMER_NAME"] = "deploy-test"
 	env["PYRULA_HTTP_ADDR"] = freeAddr(t)
@@ -467,7 +468,7 @@ func TestLiveWorker(t *testing.T) {
 	}
 
 	// The groups the KEDA triggers scale on exist once a worker started.
-	so := get[*scaledObject](t, m, "ScaledObject", workerName)
+	so := get[*scaledObject](t, renderedManifests(t, "."), "ScaledObject", workerName)
 	for _, tr := range so.Spec.Triggers {
 		stream := strings.Replace(tr.Metadata["stream"], cfgNamespace(t, m)+":", ns+":", 1)
 		groups := xinfoGroups(t, client, stream)

@@ -60,6 +60,12 @@ type Config struct {
 	PostgresDSN string `envconfig:"POSTGRES_DSN" desc:"PostgreSQL DSN of the run archive (and the fixture store when PYRULA_FIXTURE_STORE is unset)"`
 	// ValkeyURL is PYRULA_VALKEY_URL: the Valkey server (redis:// or rediss://).
 	ValkeyURL string `envconfig:"VALKEY_URL" default:"redis://127.0.0.1:6379/0" desc:"Valkey URL (redis:// or rediss://)"`
+	// ValkeyUsername and ValkeyPassword are PYRULA_VALKEY_USERNAME and
+	// PYRULA_VALKEY_PASSWORD: the ACL user and password, for a URL that
+	// carries none (so that the URL can sit in plain configuration and only
+	// these in a Secret).
+	ValkeyUsername string `envconfig:"VALKEY_USERNAME" desc:"Valkey ACL user, for a URL without credentials"`
+	ValkeyPassword string `envconfig:"VALKEY_PASSWORD" desc:"Valkey password, for a URL without credentials"`
 	// ValkeyCAFile is PYRULA_VALKEY_CA_FILE: a PEM file of the certificate
 	// authorities that sign a rediss:// server's certificate (a private
 	// CA), trusted besides the system's.
@@ -272,9 +278,12 @@ func (c Config) Defaults() (Config, error) {
 	return c, nil
 }
 
-// valkeyTLS are the TLS files of the Valkey connection.
-func (c Config) valkeyTLS() valkeyconn.TLSFiles {
-	return valkeyconn.TLSFiles{CAFile: c.ValkeyCAFile, CertFile: c.ValkeyCertFile, KeyFile: c.ValkeyKeyFile}
+// valkeySettings are the Valkey connection's settings besides the URL.
+func (c Config) valkeySettings() valkeyconn.Settings {
+	return valkeyconn.Settings{
+		Username: c.ValkeyUsername, Password: c.ValkeyPassword,
+		CAFile: c.ValkeyCAFile, CertFile: c.ValkeyCertFile, KeyFile: c.ValkeyKeyFile,
+	}
 }
 
 // Validate checks a Config after Defaults; the error is invalid_overrides
@@ -290,7 +299,7 @@ func (c Config) Validate() error {
 		if _, err := valkey.ParseURL(c.ValkeyURL); err != nil {
 			return bad("VALKEY_URL", "not a redis://, rediss:// or unix:// URL")
 		}
-		if _, err := valkeyconn.Options(c.ValkeyURL, c.valkeyTLS()); err != nil {
+		if _, err := valkeyconn.Options(c.ValkeyURL, c.valkeySettings()); err != nil {
 			return messages.Errorf(messages.InvalidOverrides, "%v", err)
 		}
 	}
@@ -347,7 +356,7 @@ var usageGroups = []struct {
 	keys  []string
 	notes []string
 }{
-	{title: "Valkey", keys: []string{"VALKEY_URL", "VALKEY_CA_FILE", "VALKEY_CERT_FILE", "VALKEY_KEY_FILE", "NAMESPACE", "COMPLETED_TTL", "WAIT_REPLICAS", "WAIT_TIMEOUT"}},
+	{title: "Valkey", keys: []string{"VALKEY_URL", "VALKEY_USERNAME", "VALKEY_PASSWORD", "VALKEY_CA_FILE", "VALKEY_CERT_FILE", "VALKEY_KEY_FILE", "NAMESPACE", "COMPLETED_TTL", "WAIT_REPLICAS", "WAIT_TIMEOUT"}},
 	{title: "Message stream and consumers", keys: []string{"CASE_STREAM", "REPLY_STREAM", "CONSUMER_GROUP",
 		"CONSUMER_NAME", "CONCURRENCY", "SAVE_CONCURRENCY", "MAX_MESSAGE_BYTES", "MAX_DELIVERIES", "CLAIM_IDLE",
 		"IDEMPOTENCY_TTL", "MAINTENANCE_INTERVAL", "CONSUMER_EXPIRY"}},

@@ -187,7 +187,7 @@ func (w *Worker) open(ctx context.Context) error {
 	if w.givenClient != nil {
 		w.client = w.givenClient
 	} else {
-		opt, err := valkeyconn.Options(w.cfg.ValkeyURL, w.cfg.valkeyTLS())
+		opt, err := valkeyconn.Options(w.cfg.ValkeyURL, w.cfg.valkeySettings())
 		if errors.Is(err, valkeyconn.ErrInvalidURL) {
 			return messages.Errorf(messages.InvalidOverrides, "PYRULA_VALKEY_URL: not a redis:// or rediss:// URL")
 		}

@@ -1,9 +1,12 @@
 // Package valkeyconn is the one way the worker and the CLI turn their Valkey
 // settings into a client's options: the URL (PYRULA_VALKEY_URL: redis://,
-// rediss:// or unix://) and, for rediss://, the files of a private
-// certificate authority and of a client certificate (mutual TLS), given as
-// paths so that Kubernetes can mount them from a Secret. Client-side caching
-// is off: the keys change under other processes.
+// rediss:// or unix://); the ACL user and password, either in the URL or
+// apart from it (PYRULA_VALKEY_USERNAME, PYRULA_VALKEY_PASSWORD, so that the
+// URL holds no secret and can sit in plain configuration); and, for
+// rediss://, the files of a private certificate authority and of a client
+// certificate (mutual TLS), given as paths so that Kubernetes can mount them
+// from a Secret. Client-side caching is off: the keys change under other
+// processes.
 //
 // valkeyconn imports only valkey-go and the standard library.
 package valkeyconn
@@ -19,8 +22,12 @@ import (
 	"github.com/valkey-io/valkey-go"
 )
 
-// The environment variables of the TLS files.
+// The environment variables of the settings besides the URL.
 const (
+	// EnvUsername and EnvPassword are the ACL user and password, for a URL
+	// that carries none.
+	EnvUsername = "PYRULA_VALKEY_USERNAME"
+	EnvPassword = "PYRULA_VALKEY_PASSWORD"
 	// EnvCAFile names a PEM file of certificate authorities that sign the
 	// server's certificate, trusted besides the system's.
 	EnvCAFile = "PYRULA_VALKEY_CA_FILE"
@@ -34,33 +41,52 @@ const (
 // ErrInvalidURL means the URL is not one valkey-go reads.
 var ErrInvalidURL = errors.New("not a redis://, rediss:// or unix:// URL")
 
-// TLSFiles are the paths of the TLS files; empty ones are not used.
-type TLSFiles struct {
+// Settings are the connection's settings besides the URL; empty ones are
+// not used.
+type Settings struct {
+	// Username and Password log in as an ACL user (the password alone: as
+	// the default user), for a URL without credentials.
+	Username, Password string
+	// CAFile, CertFile and KeyFile are the paths of the TLS files.
 	CAFile, CertFile, KeyFile string
 }
 
-// FromEnv reads the files' paths from getenv.
-func FromEnv(getenv func(string) string) TLSFiles {
-	return TLSFiles{CAFile: getenv(EnvCAFile), CertFile: getenv(EnvCertFile), KeyFile: getenv(EnvKeyFile)}
+// FromEnv reads the settings from getenv.
+func FromEnv(getenv func(string) string) Settings {
+	return Settings{
+		Username: getenv(EnvUsername), Password: getenv(EnvPassword),
+		CAFile: getenv(EnvCAFile), CertFile: getenv(EnvCertFile), KeyFile: getenv(EnvKeyFile),
+	}
 }
 
-// Empty says that no file is given.
-func (f TLSFiles) Empty() bool { return f == TLSFiles{} }
+// tlsFiles says whether any TLS file is given.
+func (s Settings) tlsFiles() bool { return s.CAFile != "" || s.CertFile != "" || s.KeyFile != "" }
 
-// Options returns the client options of url with the TLS files applied.
-// Errors say which setting is wrong and never print the URL: an invalid
-// URL (wrapping ErrInvalidURL), files given for a URL that is not
-// rediss://, a certificate without its key (or the other way round), a
-// file that cannot be read or holds no certificate.
-func Options(url string, files TLSFiles) (valkey.ClientOption, error) {
+// Options returns the client options of url with the settings applied.
+// Errors say which setting is wrong and never print the URL or a password:
+// an invalid URL (wrapping ErrInvalidURL), credentials both in the URL and
+// apart, files given for a URL that is not rediss://, a certificate without
+// its key (or the other way round), a file that cannot be read or holds no
+// certificate.
+func Options(url string, s Settings) (valkey.ClientOption, error) {
 	opt, err := valkey.ParseURL(url)
 	if err != nil {
 		return opt, ErrInvalidURL
 	}
 	opt.DisableCache = true
-	if files.Empty() {
+	if s.Username != "" || s.Password != "" {
+		if opt.Username != "" || opt.Password != "" {
+			return opt, fmt.Errorf("the Valkey URL carries a user or password and %s or %s is set: give the credentials in one place", EnvUsername, EnvPassword)
+		}
+		if s.Username != "" && s.Password == "" {
+			return opt, fmt.Errorf("%s is set without %s", EnvUsername, EnvPassword)
+		}
+		opt.Username, opt.Password = s.Username, s.Password
+	}
+	if !s.tlsFiles() {
 		return opt, nil
 	}
+	files := s
 	if !strings.HasPrefix(url, "rediss://") {
 		return opt, fmt.Errorf("%s, %s and %s apply to a rediss:// URL (TLS), and the Valkey URL is not one", EnvCAFile, EnvCertFile, EnvKeyFile)
 	}

@@ -73,10 +73,11 @@ type Config struct {
 	// ArchiveDSN, when set, is the PostgreSQL database of the archive
 	// (PYRULA_POSTGRES_DSN).
 	ArchiveDSN string
-	// TLS are the TLS files of a rediss:// URL (PYRULA_VALKEY_CA_FILE,
-	// PYRULA_VALKEY_CERT_FILE, PYRULA_VALKEY_KEY_FILE); unused with a
-	// Client.
-	TLS valkeyconn.TLSFiles
+	// Valkey are the connection's settings besides the URL: credentials
+	// (PYRULA_VALKEY_USERNAME, PYRULA_VALKEY_PASSWORD) and the TLS files of
+	// a rediss:// URL (PYRULA_VALKEY_CA_FILE, PYRULA_VALKEY_CERT_FILE,
+	// PYRULA_VALKEY_KEY_FILE); unused with a Client.
+	Valkey valkeyconn.Settings
 }
 
 // Journal is an opened journal with what it holds open.
@@ -144,7 +145,7 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 	}
 	client := cfg.Client
 	if client == nil {
-		c, err := connect(url, cfg.TLS)
+		c, err := connect(url, cfg.Valkey)
 		if err != nil {
 			j.Close()
 			return nil, err
@@ -161,10 +162,10 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 	return j, nil
 }
 
-// connect dials the Valkey at url with the TLS files (valkeyconn: no
+// connect dials the Valkey at url with the settings (valkeyconn: no
 // client-side caching, the journal's keys change under other processes).
-func connect(url string, files valkeyconn.TLSFiles) (valkey.Client, error) {
-	opt, err := valkeyconn.Options(url, files)
+func connect(url string, settings valkeyconn.Settings) (valkey.Client, error) {
+	opt, err := valkeyconn.Options(url, settings)
 	if errors.Is(err, valkeyconn.ErrInvalidURL) {
 		return nil, fmt.Errorf("%s: %w", EnvValkeyURL, ErrInvalidURL)
 	}
