@@ -11,8 +11,10 @@
 //	func main() { os.Exit(daemon.Options{Register: flows.Register}.Run()) }
 //
 // cmd/worker is exactly that over the example targets. daemon wires the
-// worker (package worker), the archive migrations (journal/pgarchive) and the
-// embedded server of the demo (memvalkey); nothing of the project imports
+// worker (package worker) and the archive migrations (journal/pgarchive);
+// `demo` and its embedded server (memvalkey) are linked only into a build
+// with the demo tag (go build -tags demo), so that the worker that is
+// shipped does not carry a test server. Nothing of the project imports
 // daemon except binaries.
 package daemon
 
@@ -148,11 +150,15 @@ func (o Options) run(ctx context.Context, args []string, stdout, stderr io.Write
 }
 
 func (o Options) usage(w io.Writer) error {
+	demoLine := "(%s demo --help lists its flags)"
+	if !demoBuilt {
+		demoLine = "(in a build with the demo tag: go run -tags demo ./cmd/%s demo)"
+	}
 	fmt.Fprintf(w, `Usage: %s [serve | demo [flags] | db migrate | version | --help]
 
   serve       consume the message stream (the default)
   demo        the whole flow on an embedded in-memory server: no Valkey needed
-              (%s demo --help lists its flags)
+              `+demoLine+`
   db migrate  apply the archive schema's migrations to PYRULA_POSTGRES_DSN
   version     print the version
 

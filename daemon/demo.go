@@ -1,3 +1,5 @@
+//go:build demo
+
 package daemon
 
 import (
@@ -19,6 +21,9 @@ import (
 	"github.com/pyrula/caseworker/worker"
 	"github.com/pyrula/caseworker/worker/client"
 )
+
+// demoBuilt says whether this build has `worker demo` (see demo_off.go).
+const demoBuilt = true
 
 // demoTimeout bounds the whole demo; it takes a few seconds.
 const demoTimeout = 2 * time.Minute

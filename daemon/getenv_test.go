@@ -30,7 +30,7 @@ func TestGetenvBadValueStopsServe(t *testing.T) {
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	code := o.Main(ctx, []string{"serve"}, &stdout, &stderr)
-	want := "error: invalid_overrides: PYRULA_CONCURRENCY: not a valid int\n"
+	want := "error: invalid setting PYRULA_CONCURRENCY: not a valid int\n"
 	if code != 1 || stderr.String() != want || stdout.Len() != 0 {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 and %q", code, stdout.String(), stderr.String(), want)
 	}

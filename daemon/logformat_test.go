@@ -24,7 +24,7 @@ func TestStartUpFailureLogFormat(t *testing.T) {
 			Steps: []flow.Decl{flow.DeclareChild("receipts")},
 			Run:   func(context.Context, struct{}) (int, error) { return 0, nil }})
 	}
-	const badValue = "invalid_overrides: PYRULA_CONCURRENCY: not a valid int"
+	const badValue = "invalid setting PYRULA_CONCURRENCY: not a valid int"
 	const badTarget = `register targets: flow: invalid target: orders: declared child target "receipts" is not registered`
 	for _, tc := range []struct {
 		name     string

@@ -15,7 +15,6 @@ import (
 	"github.com/pyrula/caseworker/internal/valkeyconn"
 	"github.com/pyrula/caseworker/journal"
 	jresolve "github.com/pyrula/caseworker/journal/resolve"
-	"github.com/pyrula/caseworker/messages"
 )
 
 // EnvPrefix is the prefix of every variable of Config.
@@ -154,7 +153,7 @@ func LoadConfig() (Config, error) { return LoadConfigFrom(os.Getenv) }
 
 // LoadConfigFrom reads Config through getenv (PYRULA_<envconfig tag> for
 // each field; an empty value counts as unset), fills in the defaults
-// (Defaults) and validates it. A bad value is an invalid_overrides error
+// (Defaults) and validates it. A bad value is a *SettingError
 // naming the variable and its type, never its value (it could be a
 // secret).
 func LoadConfigFrom(getenv func(string) string) (Config, error) {
@@ -168,7 +167,7 @@ func LoadConfigFrom(getenv func(string) string) (Config, error) {
 			continue
 		}
 		if err := setField(v.Field(i), raw); err != nil {
-			return Config{}, messages.Errorf(messages.InvalidOverrides, "%s: not a valid %s", key, f.Type)
+			return Config{}, &SettingError{Variable: key, Problem: "not a valid " + f.Type.String()}
 		}
 	}
 	c, err := c.Defaults()
@@ -226,7 +225,7 @@ func (c Config) Defaults() (Config, error) {
 	if c.ConsumerName == "" {
 		host, err := os.Hostname()
 		if err != nil || host == "" {
-			return c, messages.Errorf(messages.InvalidOverrides, "PYRULA_CONSUMER_NAME: not set and the host name is unknown")
+			return c, &SettingError{Variable: EnvPrefix + "_CONSUMER_NAME", Problem: "not set and the host name is unknown"}
 		}
 		c.ConsumerName = host
 	}
@@ -286,11 +285,30 @@ func (c Config) valkeySettings() valkeyconn.Settings {
 	}
 }
 
-// Validate checks a Config after Defaults; the error is invalid_overrides
-// and names the first variable that is wrong.
+// SettingError is a setting of the worker's configuration that is wrong:
+// the variable and what is wrong with it (never its value, which may be a
+// secret).
+type SettingError struct {
+	// Variable is the PYRULA_ variable, or "" when the problem (as the
+	// Valkey connection's settings) names the variables itself.
+	Variable string
+	// Problem says what is wrong.
+	Problem string
+}
+
+// Error is "invalid setting PYRULA_X: problem".
+func (e *SettingError) Error() string {
+	if e.Variable == "" {
+		return "invalid setting: " + e.Problem
+	}
+	return "invalid setting " + e.Variable + ": " + e.Problem
+}
+
+// Validate checks a Config after Defaults; the error is a *SettingError
+// naming the first variable that is wrong.
 func (c Config) Validate() error {
 	bad := func(name, format string, args ...any) error {
-		return messages.Errorf(messages.InvalidOverrides, "%s_%s: %s", EnvPrefix, name, fmt.Sprintf(format, args...))
+		return &SettingError{Variable: EnvPrefix + "_" + name, Problem: fmt.Sprintf(format, args...)}
 	}
 	if err := journal.CheckNamespace(c.Namespace); err != nil {
 		return bad("NAMESPACE", "%v", err)
@@ -300,7 +318,7 @@ func (c Config) Validate() error {
 			return bad("VALKEY_URL", "not a redis://, rediss:// or unix:// URL")
 		}
 		if _, err := valkeyconn.Options(c.ValkeyURL, c.valkeySettings()); err != nil {
-			return messages.Errorf(messages.InvalidOverrides, "%v", err)
+			return &SettingError{Problem: err.Error()}
 		}
 	}
 	positiveDurations := []struct {

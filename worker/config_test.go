@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -91,9 +92,10 @@ func TestLoadConfigFrom(t *testing.T) {
 			}
 			return env[k]
 		})
-		if code, _ := messages.CodeOf(err); code != messages.InvalidOverrides || !strings.Contains(err.Error(), name+": not a valid ") ||
+		var se *worker.SettingError
+		if !errors.As(err, &se) || se.Variable != name || !strings.Contains(err.Error(), "invalid setting "+name+": not a valid ") ||
 			strings.Contains(err.Error(), value) {
-			t.Errorf("%s=%s: %v; want invalid_overrides naming the variable, not the value", name, value, err)
+			t.Errorf("%s=%s: %v; want an invalid setting naming the variable, not the value", name, value, err)
 		}
 	}
 	_, err = worker.LoadConfigFrom(func(k string) string {
@@ -102,7 +104,14 @@ func TestLoadConfigFrom(t *testing.T) {
 		}
 		return env[k]
 	})
-	if code, _ := messages.CodeOf(err); code != messages.InvalidOverrides || !strings.Contains(err.Error(), "PYRULA_WAIT_TIMEOUT") {
-		t.Errorf("PYRULA_WAIT_TIMEOUT=-1s: %v; want invalid_overrides naming it", err)
+	var se *worker.SettingError
+	if !errors.As(err, &se) || se.Variable != "PYRULA_WAIT_TIMEOUT" || hasCode(err) {
+		t.Errorf("PYRULA_WAIT_TIMEOUT=-1s: %v; want an invalid setting naming it, without a message's reason code", err)
 	}
+}
+
+// hasCode says whether err carries a message's reason code.
+func hasCode(err error) bool {
+	_, ok := messages.CodeOf(err)
+	return ok
 }

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -338,8 +339,8 @@ func TestConcurrencyZeroMeansDefault(t *testing.T) {
 		env["PYRULA_CONCURRENCY"], env["PYRULA_RUN_CONCURRENCY"], env["PYRULA_SAVE_CONCURRENCY"] = "0", "0", "0"
 		env[name] = "-1"
 		_, err := worker.LoadConfigFrom(getenv)
-		if code, _ := messages.CodeOf(err); code != messages.InvalidOverrides || !strings.Contains(err.Error(), name+":") {
-			t.Errorf("%s=-1: %v, want invalid_overrides naming it", name, err)
+		if se := (*worker.SettingError)(nil); !errors.As(err, &se) || se.Variable != name {
+			t.Errorf("%s=-1: %v, want an invalid setting naming it", name, err)
 		}
 	}
 }

@@ -375,8 +375,9 @@ func TestStopBeforeStartAndConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = worker.New(worker.Config{Namespace: "x", ConsumerName: "c", LogFormat: "xml"}, worker.Params{})
-	if code, _ := messages.CodeOf(err); code != messages.InvalidOverrides || !strings.Contains(err.Error(), "PYRULA_LOG_FORMAT") {
-		t.Fatalf("err %v", err)
+	var se *worker.SettingError
+	if !errors.As(err, &se) || se.Variable != "PYRULA_LOG_FORMAT" {
+		t.Fatalf("err %v, want an invalid setting naming PYRULA_LOG_FORMAT", err)
 	}
 }
 

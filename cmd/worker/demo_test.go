@@ -48,7 +48,7 @@ func TestDemo(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "cases")
 	start := time.Now()
-	r := run(t, 60*time.Second, []string{"PYRULA_VALKEY_URL=redis://127.0.0.1:" + closedPort(t) + "/0"}, "demo", "--store", dir, "--target", "checkout", "--change", "qty=5", "--format", "json")
+	r := runDemo(t, 60*time.Second, []string{"PYRULA_VALKEY_URL=redis://127.0.0.1:" + closedPort(t) + "/0"}, "demo", "--store", dir, "--target", "checkout", "--change", "qty=5", "--format", "json")
 	if r.code != 0 || r.stderr != "" {
 		t.Fatalf("want exit 0 and nothing on stderr\n%s", r)
 	}
@@ -161,7 +161,7 @@ func TestDemo(t *testing.T) {
 func TestDemoText(t *testing.T) {
 	t.Parallel()
 	tmp := t.TempDir()
-	r := run(t, 60*time.Second, []string{"TMPDIR=" + tmp, "PYRULA_VALKEY_URL=redis://127.0.0.1:" + closedPort(t) + "/0"}, "demo", "--target", "checkout", "--change", "qty=5")
+	r := runDemo(t, 60*time.Second, []string{"TMPDIR=" + tmp, "PYRULA_VALKEY_URL=redis://127.0.0.1:" + closedPort(t) + "/0"}, "demo", "--target", "checkout", "--change", "qty=5")
 	if r.code != 0 || r.stderr != "" {
 		t.Fatalf("want exit 0 and nothing on stderr\n%s", r)
 	}
@@ -198,7 +198,7 @@ func TestDemoText(t *testing.T) {
 
 func TestDemoUsage(t *testing.T) {
 	t.Parallel()
-	r := run(t, 30*time.Second, nil, "demo", "extra")
+	r := runDemo(t, 30*time.Second, nil, "demo", "extra")
 	if r.code != 1 || !strings.Contains(r.stderr, "usage: worker demo") {
 		t.Fatalf("want exit 1 with the usage\n%s", r)
 	}

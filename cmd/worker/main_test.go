@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,8 +30,9 @@ import (
 	"github.com/pyrula/caseworker/worker"
 )
 
-// workerBin is the path of the binary built once for the tests.
-var workerBin string
+// workerBin is the path of the binary built once for the tests, as it is
+// shipped; demoBin the same built with the demo tag (`worker demo`).
+var workerBin, demoBin string
 
 func TestMain(m *testing.M) {
 	os.Exit(testMain(m))
@@ -44,6 +46,10 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	if workerBin, err = testenv.BuildBinary(dir, "github.com/pyrula/caseworker/cmd/worker"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if demoBin, err = testenv.BuildBinary(dir, "github.com/pyrula/caseworker/cmd/worker", "demo"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -74,9 +80,22 @@ func (r result) String() string {
 // environment plus env.
 func run(t *testing.T, timeout time.Duration, env []string, args ...string) result {
 	t.Helper()
+	return runBinary(t, workerBin, timeout, env, args...)
+}
+
+// runDemo is run with the binary built with the demo tag.
+func runDemo(t *testing.T, timeout time.Duration, env []string, args ...string) result {
+	t.Helper()
+	return runBinary(t, demoBin, timeout, env, args...)
+}
+
+// runBinary runs bin to completion (at most timeout) in a clean
+// environment plus env.
+func runBinary(t *testing.T, bin string, timeout time.Duration, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, workerBin, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = baseEnv(t, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -759,5 +778,34 @@ func TestSIGTERMWithAMessageInFlight(t *testing.T) {
 				t.Errorf("the message added a second after SIGTERM (%s) was read (last delivered %s)", lateID, delivered)
 			}
 		})
+	}
+}
+
+// TestShippedBuildHasNoDemo: the worker as shipped does not link the
+// demo's embedded server (memvalkey) and says how to get the demo; the
+// build with the demo tag links it (so the check can fail).
+func TestShippedBuildHasNoDemo(t *testing.T) {
+	t.Parallel()
+	const pkg, server = "github.com/pyrula/caseworker/cmd/worker", "github.com/pyrula/caseworker/memvalkey"
+	deps := func(tags ...string) []string {
+		args := append([]string{"list", "-deps"}, tags...)
+		out, err := exec.Command("go", append(args, pkg)...).Output()
+		if err != nil {
+			t.Fatalf("go %v: %v", args, err)
+		}
+		return strings.Fields(string(out))
+	}
+	if slices.Contains(deps(), server) {
+		t.Errorf("the shipped worker links %s", server)
+	}
+	if !slices.Contains(deps("-tags", "demo"), server) {
+		t.Errorf("the demo build does not link %s: the check above proves nothing", server)
+	}
+	r := run(t, time.Minute, nil, "demo")
+	if r.code != 1 || !strings.Contains(r.stderr, "this build has no demo") || !strings.Contains(r.stderr, "go run -tags demo ./cmd/worker demo") {
+		t.Errorf("want exit 1 saying how to build the demo\n%s", r)
+	}
+	if r := run(t, time.Minute, nil, "--help"); !strings.Contains(r.stdout, "in a build with the demo tag") {
+		t.Errorf("--help does not say the demo needs the demo tag\n%s", r)
 	}
 }
