@@ -11,16 +11,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/journallog"
+	"github.com/pyrula/caseworker/internal/dbschema"
 	"github.com/pyrula/caseworker/internal/valkeyconn"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/capture"
-	"github.com/pyrula/caseworker/journal/pgarchive"
 	jresolve "github.com/pyrula/caseworker/journal/resolve"
 	"github.com/pyrula/caseworker/messages"
 )
@@ -312,30 +311,21 @@ func (a *app) printEvents(ctx context.Context, j journal.Journal, runID string, 
 
 // dbCmd is `db migrate`.
 func (a *app) dbCmd() *cobra.Command {
-	db := &cobra.Command{Use: "db", Short: "Manage the PostgreSQL archive", Args: groupArgs, RunE: groupRun}
+	db := &cobra.Command{Use: "db", Short: "Manage the PostgreSQL tables (run archive, fixture store)", Args: groupArgs, RunE: groupRun}
 	db.AddCommand(&cobra.Command{
 		Use:   "migrate",
-		Short: "Apply the archive schema's migrations",
-		Long: `Applies the embedded SQL migrations of schema archive to the database at
-PYRULA_POSTGRES_DSN, under an advisory lock (safe when several processes run
-it at once; a second run applies nothing). Prints {"applied": [versions]}.`,
+		Short: "Apply the run archive's and the fixture store's migrations",
+		Long: `Applies the embedded SQL migrations of the run archive and of the
+PostgreSQL fixture store (each component's own, recorded apart) to the
+database at PYRULA_POSTGRES_DSN, under an advisory lock (safe when several
+processes run it at once; a second run applies nothing). Prints
+{"applied": ["<component>/<migration>", ...]}, an empty list when the
+database was up to date.`,
 		Args: exactArgs(),
 		RunE: a.run(func(ctx context.Context, args []string) error {
-			dsn := a.getenv(envPostgresDSN)
-			if dsn == "" {
-				return fmt.Errorf("db migrate: %s is not set", envPostgresDSN)
-			}
-			pool, err := pgxpool.New(ctx, dsn)
+			applied, err := dbschema.Migrate(ctx, a.getenv(envPostgresDSN))
 			if err != nil {
-				return fmt.Errorf("db migrate: %w", err)
-			}
-			defer pool.Close()
-			applied, err := pgarchive.Migrate(ctx, pool)
-			if err != nil {
-				return fmt.Errorf("db migrate: %w", err)
-			}
-			if applied == nil {
-				applied = []string{}
+				return err
 			}
 			return a.emit(struct {
 				Applied []string `json:"applied"`

@@ -11,7 +11,7 @@
 //	func main() { os.Exit(daemon.Options{Register: flows.Register}.Run()) }
 //
 // cmd/worker is exactly that over the example targets. daemon wires the
-// worker (package worker) and the archive migrations (journal/pgarchive);
+// worker (package worker) and `db migrate` (internal/dbschema);
 // `demo` and its embedded server (memvalkey) are linked only into a build
 // with the demo tag (go build -tags demo), so that the worker that is
 // shipped does not carry a test server. Nothing of the project imports
@@ -20,17 +20,14 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/pyrula/caseworker/flow"
-	"github.com/pyrula/caseworker/journal/pgarchive"
+	"github.com/pyrula/caseworker/internal/dbschema"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/version"
 	"github.com/pyrula/caseworker/worker"
@@ -159,7 +156,8 @@ func (o Options) usage(w io.Writer) error {
   serve       consume the message stream (the default)
   demo        the whole flow on an embedded in-memory server: no Valkey needed
               `+demoLine+`
-  db migrate  apply the archive schema's migrations to PYRULA_POSTGRES_DSN
+  db migrate  apply the archive's and the fixture store's migrations to
+              PYRULA_POSTGRES_DSN
   version     print the version
 
 Targets:
@@ -174,20 +172,11 @@ Environment:
 	return worker.Usage(w)
 }
 
-// migrate applies the archive's migrations to PYRULA_POSTGRES_DSN.
+// migrate applies every component's migrations to PYRULA_POSTGRES_DSN.
 func migrate(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	dsn := getenv("PYRULA_POSTGRES_DSN")
-	if dsn == "" {
-		return errors.New("db migrate: PYRULA_POSTGRES_DSN is not set")
-	}
-	pool, err := pgxpool.New(ctx, dsn)
+	applied, err := dbschema.Migrate(ctx, getenv(dbschema.EnvDSN))
 	if err != nil {
-		return fmt.Errorf("db migrate: %w", err)
-	}
-	defer pool.Close()
-	applied, err := pgarchive.Migrate(ctx, pool)
-	if err != nil {
-		return fmt.Errorf("db migrate: %w", err)
+		return err
 	}
 	_, err = fmt.Fprintf(stdout, "applied %d migrations %v\n", len(applied), applied)
 	return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -33,36 +32,7 @@ func testCtx(t *testing.T) context.Context {
 // databases.
 func freshDatabase(t *testing.T) string {
 	t.Helper()
-	ctx := testCtx(t)
-	dsn := testenv.PostgresDSN(t)
-	admin, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer admin.Close(ctx)
-	name := strings.ReplaceAll(testenv.UniqueName(t, "pyrula_migrate"), "-", "_")
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Skipf("the test role cannot create a database (%v); concurrency of Migrate on an empty database is not tested", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatalf("parse %s: %v", testenv.EnvPostgresDSN, err)
-	}
-	u.Path = "/" + name
-	return u.String()
+	return testenv.FreshPostgresDatabase(t)
 }
 
 // pool opens a pool on dsn, closed when t ends.
@@ -82,7 +52,8 @@ func TestMigrations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ms) == 0 || ms[0].Version != 1 || ms[0].Name != "0001_archive" || !strings.Contains(ms[0].SQL, "archive.case_bundles") {
+	if len(ms) == 0 || ms[0].Version != 1 || ms[0].Name != "0001_archive" || !strings.Contains(ms[0].SQL, "archive.runs") ||
+		strings.Contains(ms[0].SQL, "CREATE TABLE archive.case_bundles") {
 		t.Errorf("migrations = %+v", ms)
 	}
 }
@@ -124,7 +95,7 @@ func TestMigrateConcurrently(t *testing.T) {
 	ms, _ := pgarchive.Migrations()
 	var want []string
 	for _, m := range ms {
-		want = append(want, m.Name)
+		want = append(want, "archive/"+m.Name)
 	}
 	slices.Sort(applied)
 	if !slices.Equal(applied, want) {
@@ -142,7 +113,7 @@ func TestMigrateConcurrently(t *testing.T) {
 	if len(versions) != len(ms) {
 		t.Errorf("schema_migrations holds %v", versions)
 	}
-	for _, table := range []string{"runs", "run_events", "run_results", "case_bundles"} {
+	for _, table := range []string{"runs", "run_events", "run_results"} {
 		var ok bool
 		if err := p.QueryRow(ctx, "SELECT to_regclass('archive.' || $1) IS NOT NULL", table).Scan(&ok); err != nil || !ok {
 			t.Errorf("table archive.%s missing (%v)", table, err)

@@ -1,7 +1,7 @@
 // Package pgstore is the fixture store in PostgreSQL ("postgres://…" or
 // "postgresql://…"): one row per bundle in the table archive.case_bundles,
-// which the embedded migrations of `pyrula db migrate` create
-// (journal/pgarchive/migrations/0001_archive.sql):
+// which the store's own embedded migrations (migrations/, MigrationSet,
+// applied by `pyrula db migrate` and `worker db migrate`) create:
 //
 //	hash text PRIMARY KEY, blob bytea, size bigint, created_at, updated_at timestamptz
 //
@@ -24,17 +24,20 @@
 // only redacted. A database that was never migrated is refused at Open with
 // ErrNotMigrated, whose message says to run `pyrula db migrate`.
 //
-// pgstore imports store and bundle, nothing else of the project. It does not
-// import journal/pgarchive (which owns the migrations) because store must
-// not depend on journal; it checks for its table with a query of its own.
+// pgstore imports store, bundle and internal/pgmigrate, nothing else of the
+// project: its table has migrations of its own, recorded apart from the run
+// archive's (archive.store_migrations), so that store never depends on
+// journal; Open checks for the table and its columns with a query.
 package pgstore
 
 import (
 	"bytes"
 	"context"
+	"embed"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"iter"
 	"net/url"
 	"strings"
@@ -47,6 +50,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/internal/pgmigrate"
 	"github.com/pyrula/caseworker/store"
 )
 
@@ -56,6 +60,32 @@ var _ store.Store = (*Store)(nil)
 // Options.MaxBlobSize says otherwise: bundles are stored compressed and are
 // typically far smaller; a bytea value cannot exceed 1 GiB anyway.
 const DefaultMaxBlobSize int64 = 512 << 20
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// MigrationSet is the store's migrations (migrations/NNNN_name.sql),
+// recorded in archive.store_migrations.
+var MigrationSet = pgmigrate.Set{Name: "store", Schema: "archive", Table: "store_migrations", Files: mustSub(migrationFiles, "migrations")}
+
+// mustSub is fs.Sub of an embedded directory that exists.
+func mustSub(fsys fs.FS, dir string) fs.FS {
+	sub, err := fs.Sub(fsys, dir)
+	if err != nil {
+		panic(err)
+	}
+	return sub
+}
+
+// Migrate creates or updates the store's table (pgmigrate.Migrate of
+// MigrationSet) and returns what it applied as "store/<migration>".
+func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
+	applied, err := pgmigrate.Migrate(ctx, pool, MigrationSet)
+	if err != nil {
+		return applied, fmt.Errorf("pgstore: %w", err)
+	}
+	return applied, nil
+}
 
 // listPage is how many rows one query of List reads.
 const listPage = 1000

@@ -22,7 +22,6 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/internal/testenv"
-	"github.com/pyrula/caseworker/journal/pgarchive"
 	"github.com/pyrula/caseworker/store"
 	"github.com/pyrula/caseworker/store/storetest"
 )
@@ -108,7 +107,7 @@ func templateDB(t testing.TB, admin string) string {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := pgarchive.Migrate(ctx, pool); err != nil {
+	if _, err := Migrate(ctx, pool); err != nil {
 		t.Fatalf("migrate the template database: %v", err)
 	}
 	return name

@@ -20,8 +20,8 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/internal/testenv"
-	"github.com/pyrula/caseworker/journal/pgarchive"
 	"github.com/pyrula/caseworker/store"
+	"github.com/pyrula/caseworker/store/pgstore"
 	"github.com/pyrula/caseworker/store/resolve"
 	"github.com/pyrula/caseworker/store/storetest"
 )
@@ -201,7 +201,7 @@ func benchPostgresURL(b *testing.B) string {
 		b.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := pgarchive.Migrate(ctx, pool); err != nil {
+	if _, err := pgstore.Migrate(ctx, pool); err != nil {
 		b.Fatalf("migrate %s: %v", name, err)
 	}
 	return dsn

@@ -1,4 +1,4 @@
--- 0001: the archive of finished runs, and the table of the Postgres fixture store.
+-- 0001: the archive of finished runs.
 --
 -- JSON is kept as text, exactly the canonical bytes the journal wrote (never
 -- jsonb, which reorders keys and respells numbers), so that a run read from
@@ -43,15 +43,6 @@ CREATE TABLE archive.run_results (
     FOREIGN KEY (namespace, run_id) REFERENCES archive.runs (namespace, run_id) ON DELETE CASCADE
 );
 
--- Bundles of the Postgres fixture store (store/pgstore): the zstd blob named
--- by the bundle's hash. updated_at is refreshed when a save finds the bundle
--- present, so that gc's grace period protects it.
-CREATE TABLE archive.case_bundles (
-    hash       text        PRIMARY KEY CHECK (hash ~ '^[0-9a-f]{64}$'),
-    blob       bytea       NOT NULL,
-    size       bigint      NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now(),
-    updated_at timestamptz NOT NULL DEFAULT now()
-);
-
-CREATE INDEX case_bundles_updated_at ON archive.case_bundles (updated_at);
+-- The Postgres fixture store's table (archive.case_bundles) is not here: the
+-- store has migrations of its own (store/pgstore/migrations), which create it
+-- on a database where this migration did not.
