@@ -246,7 +246,7 @@ Outputs are JSON (one object, or JSON lines for lists). Exit status:
 	}
 	root.SetFlagErrorFunc(flagError)
 	addVersionFlag(root)
-	root.AddCommand(a.caseCmd(), a.devCmd(), a.runCmd(), a.targetsCmd(), a.eventsCmd(), a.dbCmd(), a.enqueueCmd(), a.deadCmd(), a.versionCmd())
+	root.AddCommand(a.caseCmd(), a.devCmd(), a.runCmd(), a.targetsCmd(), a.eventsCmd(), a.dbCmd(), a.enqueueCmd(), a.deadCmd(), a.pendingCmd(), a.versionCmd())
 	return root
 }
 
