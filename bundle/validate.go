@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/pyrula/caseworker/bundle/canonjson"
 	"github.com/pyrula/caseworker/bundle/volatile"
+	"github.com/pyrula/caseworker/canonjson"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/runevent"
 )

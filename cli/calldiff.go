@@ -13,6 +13,7 @@ import (
 	"github.com/pyrula/caseworker/explain"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/internal/jsondiff"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // callRec is one call of a recording (a bundle) or of a case run (its own
@@ -111,7 +112,7 @@ func bundleCalls(b *bundle.Bundle) []callRec {
 			Call  *flow.CallRef   `json:"call"`
 			Input json.RawMessage `json:"input"`
 		}
-		if json.Unmarshal(raw, &ev) != nil || ev.Kind != string(flow.EventCallStart) || ev.Call == nil {
+		if json.Unmarshal(raw, &ev) != nil || ev.Kind != string(runevent.CallStart) || ev.Call == nil {
 			continue // a bundle read through bundle.Read is valid: skip what is not a call:start
 		}
 		starts = append(starts, callStart{call: *ev.Call, input: ev.Input})
@@ -123,7 +124,7 @@ func bundleCalls(b *bundle.Bundle) []callRec {
 func runCalls(events []flow.Event, results []bundle.Result) []callRec {
 	var starts []callStart
 	for _, ev := range events {
-		if ev.Kind == flow.EventCallStart && ev.Call != nil {
+		if ev.Kind == runevent.CallStart && ev.Call != nil {
 			starts = append(starts, callStart{call: *ev.Call, input: ev.Input})
 		}
 	}

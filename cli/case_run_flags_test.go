@@ -15,6 +15,7 @@ import (
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/capture"
 	"github.com/pyrula/caseworker/journal/memjournal"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // TestNumericFlagsRefuseNonFinite: --max-cost-usd (the CLI's one float
@@ -118,7 +119,7 @@ func savedOnModel(t *testing.T, model string) string {
 	}
 	var fork *int64
 	for _, e := range events {
-		if c, ok := journal.CallOf(e); ok && e.Kind == journal.KindCallDone && c.Kind == "model" && c.Key == "0" {
+		if c, ok := journal.CallOf(e); ok && e.Kind == runevent.CallDone && c.Kind == "model" && c.Key == "0" {
 			fork = &e.RunSeq
 			break
 		}

@@ -69,7 +69,7 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, `pyrula needs a command, one of: case, db, dead, dev, enqueue, events, run, targets, version (see "pyrula --help")`},
+		{nil, `pyrula needs a command, one of: case, db, dead, dev, enqueue, events, pending, run, targets, version (see "pyrula --help")`},
 		{[]string{"case", "save"}, "missing argument TARGET RUN_ID"},
 		{[]string{"run"}, "missing argument TARGET"},
 		{[]string{"db"}, `pyrula db needs a command, one of: migrate`},

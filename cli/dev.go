@@ -18,6 +18,7 @@ import (
 	"github.com/pyrula/caseworker/journal/capture"
 	"github.com/pyrula/caseworker/journal/memjournal"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 	"github.com/pyrula/caseworker/version"
 )
 
@@ -195,7 +196,7 @@ func (a *app) dev(ctx context.Context, target, runID, dir string, inputs map[str
 // point of a kept dev run (nil when the run never started).
 func startSeq(events []journal.Event) *int64 {
 	for _, e := range events {
-		if e.Kind == journal.KindRunStart {
+		if e.Kind == runevent.RunStart {
 			seq := e.RunSeq
 			return &seq
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
+	"github.com/pyrula/caseworker/runevent"
 	"github.com/pyrula/caseworker/worker/client"
 )
 
@@ -316,13 +317,13 @@ func (s *followSummary) event(w io.Writer, e journal.Event, raw []byte) error {
 		}
 	}
 	switch journal.Kind(ev.Kind) {
-	case journal.KindRunError:
+	case runevent.RunError:
 		line += "  " + ev.Code
 		if ev.Message != "" {
 			line += ": " + Redact(oneLine(ev.Message))
 		}
 		s.divergence, s.message = ev.Divergence, ev.Message
-	case journal.KindCaseOutcome:
+	case runevent.CaseOutcome:
 		var o replay.Outcome
 		if err := json.Unmarshal(raw, &o); err != nil {
 			return fmt.Errorf("enqueue: case:outcome of event %d: %w", ev.RunSeq, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/pyrula/caseworker/internal/testwait"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
+	"github.com/pyrula/caseworker/runevent"
 	"github.com/pyrula/caseworker/store/memstore"
 	"github.com/pyrula/caseworker/worker"
 	"github.com/pyrula/caseworker/worker/client"
@@ -241,7 +242,7 @@ func pendingCLI(t *testing.T, url string) {
 	create("run_live", "pod-a/1a2b3c", time.Hour)
 	create("run_dead", "pod-b/4d5e6f", 50*time.Millisecond)
 	done := create("run_done", "pod-a/1a2b3c", time.Hour)
-	ev, err := journal.NewEvent(journal.KindRunError, map[string]any{"code": "runtime_error", "message": "failed"})
+	ev, err := journal.NewEvent(runevent.RunError, map[string]any{"code": "runtime_error", "message": "failed"})
 	if err != nil {
 		t.Fatal(err)
 	}

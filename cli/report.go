@@ -12,6 +12,7 @@ import (
 	"github.com/pyrula/caseworker/explain"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/replay"
+	"github.com/pyrula/caseworker/runevent"
 	"github.com/pyrula/caseworker/version"
 )
 
@@ -76,12 +77,12 @@ func timeline(log *flow.MemLog, runID string, calls []replay.CallLine, out repla
 		}
 		id := ev.Call.ID()
 		switch ev.Kind {
-		case flow.EventCallStart:
+		case runevent.CallStart:
 			if _, ok := seqOf[id]; !ok {
 				seqOf[id] = len(seqOf)
 				effects[id] = string(ev.Call.Effect)
 			}
-		case flow.EventCallDone:
+		case runevent.CallDone:
 			seq := seqOf[id]
 			c := htmlreport.Call{Seq: seq, Call: id, Effect: effects[id], Provenance: ev.Provenance}
 			if seq < out.PrefixCalls {

@@ -18,6 +18,7 @@ import (
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/memvalkey"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 	"github.com/pyrula/caseworker/worker"
 	"github.com/pyrula/caseworker/worker/client"
 )
@@ -472,9 +473,9 @@ func runSummary(runID string, end client.End, events []journal.Event) string {
 	outcome, calls := false, 0
 	for _, ev := range events {
 		switch ev.Kind {
-		case journal.KindCallDone:
+		case runevent.CallDone:
 			calls++
-		case journal.KindCaseOutcome:
+		case runevent.CaseOutcome:
 			if raw, err := ev.JSON(); err == nil && json.Unmarshal(raw, &out) == nil {
 				outcome = true
 			}
@@ -518,11 +519,11 @@ func firstForkPoint(events []journal.Event) int64 {
 	var start int64
 	for _, e := range events {
 		switch e.Kind {
-		case journal.KindRunStart:
+		case runevent.RunStart:
 			if start == 0 {
 				start = e.RunSeq
 			}
-		case journal.KindCallDone:
+		case runevent.CallDone:
 			return e.RunSeq
 		}
 	}

@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pyrula/caseworker/bundle/canonjson"
+	"github.com/pyrula/caseworker/canonjson"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 func TestFingerprintGolden(t *testing.T) {
@@ -80,21 +81,21 @@ func TestEventJSON(t *testing.T) {
 		ev   flow.Event
 		want string
 	}{
-		{flow.Event{RunSeq: 2, Kind: flow.EventRunStart, At: at, Inputs: json.RawMessage(`{"sku":"SKU-42"}`), CodeVersion: "v1"},
+		{flow.Event{RunSeq: 2, Kind: runevent.RunStart, At: at, Inputs: json.RawMessage(`{"sku":"SKU-42"}`), CodeVersion: "v1"},
 			`{"at":"2025-03-14T09:26:53.037000Z","code_version":"v1","inputs":{"sku":"SKU-42"},"kind":"run:start","run_seq":2}`},
-		{flow.Event{RunSeq: 3, Kind: flow.EventCallStart, At: at, Call: call, Input: json.RawMessage(`{"seconds":300}`), WakeAt: at.Add(300 * time.Second)},
+		{flow.Event{RunSeq: 3, Kind: runevent.CallStart, At: at, Call: call, Input: json.RawMessage(`{"seconds":300}`), WakeAt: at.Add(300 * time.Second)},
 			`{"at":"2025-03-14T09:26:53.037000Z","call":{"effect":"pure","fingerprint":"ab","key":"0","kind":"sleep"},"input":{"seconds":300},"kind":"call:start","run_seq":3,"wake_at":"2025-03-14T09:31:53.037Z"}`},
-		{flow.Event{RunSeq: 4, Kind: flow.EventCallDone, At: at, Call: call, Provenance: "reused"},
+		{flow.Event{RunSeq: 4, Kind: runevent.CallDone, At: at, Call: call, Provenance: "reused"},
 			`{"at":"2025-03-14T09:26:53.037000Z","call":{"effect":"pure","fingerprint":"ab","key":"0","kind":"sleep"},"kind":"call:done","provenance":"reused","run_seq":4}`},
-		{flow.Event{RunSeq: 5, Kind: flow.EventRunComplete, At: at, Result: json.RawMessage(`null`)},
+		{flow.Event{RunSeq: 5, Kind: runevent.RunComplete, At: at, Result: json.RawMessage(`null`)},
 			`{"at":"2025-03-14T09:26:53.037000Z","kind":"run:complete","result":null,"run_seq":5}`},
-		{flow.Event{RunSeq: 5, Kind: flow.EventRunError, At: at, Code: messages.RuntimeError, Message: "boom"},
+		{flow.Event{RunSeq: 5, Kind: runevent.RunError, At: at, Code: messages.RuntimeError, Message: "boom"},
 			`{"at":"2025-03-14T09:26:53.037000Z","code":"runtime_error","kind":"run:error","message":"boom","run_seq":5,"stop_key":null,"stop_token":null}`},
-		{flow.Event{RunSeq: 5, Kind: flow.EventRunError, At: at, Code: messages.WriteNotAllowed, Message: "m", StopKey: "tool:toolu_01", StopToken: "tool:refund"},
+		{flow.Event{RunSeq: 5, Kind: runevent.RunError, At: at, Code: messages.WriteNotAllowed, Message: "m", StopKey: "tool:toolu_01", StopToken: "tool:refund"},
 			`{"at":"2025-03-14T09:26:53.037000Z","code":"write_not_allowed","kind":"run:error","message":"m","run_seq":5,"stop_key":"tool:toolu_01","stop_token":"tool:refund"}`},
-		{flow.Event{Kind: flow.EventRunCancelled, At: at},
+		{flow.Event{Kind: runevent.RunCancelled, At: at},
 			`{"at":"2025-03-14T09:26:53.037000Z","kind":"run:cancelled"}`},
-		{flow.Event{RunSeq: 1, Kind: flow.EventRunSubmitted, At: at, Extra: map[string]json.RawMessage{"run_id": json.RawMessage(`"run_abc"`)}},
+		{flow.Event{RunSeq: 1, Kind: runevent.RunSubmitted, At: at, Extra: map[string]json.RawMessage{"run_id": json.RawMessage(`"run_abc"`)}},
 			`{"at":"2025-03-14T09:26:53.037000Z","kind":"run:submitted","run_id":"run_abc","run_seq":1}`},
 	}
 	for _, tt := range tests {

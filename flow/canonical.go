@@ -3,7 +3,7 @@ package flow
 import (
 	"unicode/utf8"
 
-	"github.com/pyrula/caseworker/bundle/canonjson"
+	"github.com/pyrula/caseworker/canonjson"
 )
 
 // canonical returns the canonical JSON of raw, the output of encoding/json:

@@ -15,8 +15,9 @@
 // Interrupts and Streams (live answers from outside; MemInbox), ModelClient
 // (model calls) and Clock (time and durable timers).
 //
-// flow imports bundle (types, canonical JSON and the volatile-field rules)
-// and messages (reason codes) and nothing else of the project. It must not import journal, replay,
+// flow imports bundle and bundle/volatile (types and the volatile-field
+// rules), canonjson, runevent (the event type it shares with the journal)
+// and messages (reason codes), and nothing else of the project. It must not import journal, replay,
 // worker, cli or store: the journal adapts itself to Log, and the replay engine
 // plugs in through Resolver.
 //

@@ -4,25 +4,9 @@ import (
 	"github.com/pyrula/caseworker/runevent"
 )
 
-// EventKind is the kind of a run event: runevent.Kind, the one list of
-// kinds the runtime, the journals and the replay engine share.
+// EventKind is the kind of a run event: runevent.Kind. The kinds are
+// runevent's constants (runevent.CallDone, …), spelled only there.
 type EventKind = runevent.Kind
-
-// The event kinds, as package runevent defines them. The runtime writes
-// run:start, call:start, call:done and the terminal kinds; run:submitted,
-// case:call and case:outcome are written by other layers, with their
-// members in Event.Extra.
-const (
-	EventRunSubmitted = runevent.RunSubmitted
-	EventRunStart     = runevent.RunStart
-	EventCallStart    = runevent.CallStart
-	EventCallDone     = runevent.CallDone
-	EventCaseCall     = runevent.CaseCall
-	EventCaseOutcome  = runevent.CaseOutcome
-	EventRunComplete  = runevent.RunComplete
-	EventRunError     = runevent.RunError
-	EventRunCancelled = runevent.RunCancelled
-)
 
 // TimeFormat is the layout of an event's "at": runevent.TimeLayout, RFC 3339
 // in UTC with microseconds, e.g. "2025-03-14T09:26:53.037512Z", the

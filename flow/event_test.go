@@ -12,7 +12,7 @@ import (
 func TestEventIsRunevent(t *testing.T) {
 	var ev Event = runevent.Event{Kind: runevent.CallDone, Call: &runevent.Call{Kind: KindStep, Effect: Read}}
 	var ref *CallRef = ev.Call
-	if ev.Kind != EventCallDone || ref.Kind != runevent.CallKind("step") || ref.Effect != runevent.EffectRead || !Pure.Valid() {
+	if ev.Kind != runevent.CallDone || ref.Kind != runevent.CallKind("step") || ref.Effect != runevent.EffectRead || !Pure.Valid() {
 		t.Errorf("%+v", ev)
 	}
 	if TimeFormat != runevent.TimeLayout {

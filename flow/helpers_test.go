@@ -14,6 +14,7 @@ import (
 
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/flowtest"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -99,13 +100,13 @@ func checkFingerprints(t *testing.T, log *flow.MemLog) {
 		starts := map[string]flow.CallRef{}
 		for _, ev := range log.Events(id) {
 			switch ev.Kind {
-			case flow.EventCallStart:
+			case runevent.CallStart:
 				sum := sha256.Sum256(ev.Input)
 				if got := hex.EncodeToString(sum[:]); got != ev.Call.Fingerprint {
 					t.Errorf("%s %s: fingerprint %s, sha256(input) %s", id, ev.Call.ID(), ev.Call.Fingerprint, got)
 				}
 				starts[ev.Call.ID()] = *ev.Call
-			case flow.EventCallDone:
+			case runevent.CallDone:
 				if starts[ev.Call.ID()] != *ev.Call {
 					t.Errorf("%s: call:done %+v does not repeat call:start %+v", id, *ev.Call, starts[ev.Call.ID()])
 				}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // callLog is a resolver that records the calls it is asked about.
@@ -225,18 +226,18 @@ func TestKeysEffects(t *testing.T) {
 	// The sleep journals its wake time; the model input names model, system
 	// and every tool.
 	for _, ev := range e.log.Events("w") {
-		if ev.Kind == flow.EventCallStart && ev.Call.ID() == "sleep:0" && !ev.WakeAt.Equal(t0.Add(time.Millisecond)) {
+		if ev.Kind == runevent.CallStart && ev.Call.ID() == "sleep:0" && !ev.WakeAt.Equal(t0.Add(time.Millisecond)) {
 			t.Errorf("sleep:0 wake_at %v", ev.WakeAt)
 		}
 	}
 	for _, ev := range e.log.Events("a") {
-		if ev.Kind == flow.EventCallStart && ev.Call.ID() == "model:0" {
+		if ev.Kind == runevent.CallStart && ev.Call.ID() == "model:0" {
 			want := `{"messages":[{"content":"hello","role":"user"}],"model":"m-1","system":"be brief","tools":["get","put","ask_sub"]}`
 			if string(ev.Input) != want {
 				t.Errorf("model:0 input %s, want %s", ev.Input, want)
 			}
 		}
-		if ev.Kind == flow.EventCallStart && ev.Call.Kind == flow.KindTool && ev.Tool == "" {
+		if ev.Kind == runevent.CallStart && ev.Call.Kind == flow.KindTool && ev.Tool == "" {
 			t.Errorf("%s: call:start has no tool name", ev.Call.ID())
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // cloneEvent returns a copy of ev that shares no memory with it.
@@ -48,27 +50,27 @@ func compact(ev *Event, seq int64) memEvent {
 	// lacks (Event.Lacks, of an event decoded from JSON) is zero in its field.
 	others := len(ev.Inputs) != 0 || ev.CodeVersion != "" || !ev.WakeAt.IsZero() || ev.Tool != "" ||
 		len(ev.Result) != 0 || ev.Code != "" || ev.Message != "" || ev.StopKey != "" || ev.StopToken != "" ||
-		ev.CallSeq != 0 && ev.Kind != EventCaseCall
+		ev.CallSeq != 0 && ev.Kind != runevent.CaseCall
 	switch ev.Kind {
-	case EventCallStart:
+	case runevent.CallStart:
 		if others || ev.Provenance != "" || ev.Call == nil && ev.Lacks("call") || ev.Input == nil && ev.Lacks("input") {
 			break
 		}
 		me.input = ev.Input
 		return me
-	case EventCallDone:
+	case runevent.CallDone:
 		if others || len(ev.Input) != 0 || ev.Call == nil && ev.Lacks("call") {
 			break
 		}
 		me.prov = ev.Provenance
 		return me
-	case EventCaseCall:
+	case runevent.CaseCall:
 		if others || len(ev.Input) != 0 || ev.Lacks("call") || ev.Lacks("seq") {
 			break
 		}
 		me.prov, me.seq = ev.Provenance, ev.CallSeq
 		return me
-	case EventRunStart, EventRunComplete, EventRunError:
+	case runevent.RunStart, runevent.RunComplete, runevent.RunError:
 	default:
 		if !others && ev.Call == nil && len(ev.Input) == 0 && ev.Provenance == "" {
 			return me // only run_seq, kind, at and Extra

@@ -31,47 +31,47 @@ func memEventCases(t *testing.T) []Event {
 		return ev
 	}
 	return []Event{
-		{Kind: EventRunSubmitted, At: at},
-		{Kind: EventRunSubmitted, At: time.Now()}, // monotonic reading
-		{Kind: EventRunStart, At: at, Inputs: raw(`{"n":1}`), CodeVersion: "v1"},
-		{Kind: EventRunStart, At: at},
-		{Kind: EventRunStart, At: at, Inputs: raw(`null`), CodeVersion: "<&>\u2028"},
-		{Kind: EventRunStart, At: at, Inputs: raw(` {"n":1}`)},
-		{Kind: EventRunStart, At: at, Inputs: raw(`{"n": 1 }`)},
-		{Kind: EventRunStart, At: at, Inputs: raw(`{"n":`)},
-		{Kind: EventRunStart, At: at, CodeVersion: "bad \xff utf8"},
-		{Kind: EventCallStart, At: at, Call: ref, Input: raw(`{"id":1}`)},
-		{Kind: EventCallStart, At: at, Call: ref, Input: raw(`{"id":1}`), WakeAt: at.Add(time.Hour), Tool: "t"},
-		{Kind: EventCallStart, At: at},
-		{Kind: EventCallStart, At: at, Call: ref, Provenance: "dropped", Result: raw(`1`)},
+		{Kind: runevent.RunSubmitted, At: at},
+		{Kind: runevent.RunSubmitted, At: time.Now()}, // monotonic reading
+		{Kind: runevent.RunStart, At: at, Inputs: raw(`{"n":1}`), CodeVersion: "v1"},
+		{Kind: runevent.RunStart, At: at},
+		{Kind: runevent.RunStart, At: at, Inputs: raw(`null`), CodeVersion: "<&>\u2028"},
+		{Kind: runevent.RunStart, At: at, Inputs: raw(` {"n":1}`)},
+		{Kind: runevent.RunStart, At: at, Inputs: raw(`{"n": 1 }`)},
+		{Kind: runevent.RunStart, At: at, Inputs: raw(`{"n":`)},
+		{Kind: runevent.RunStart, At: at, CodeVersion: "bad \xff utf8"},
+		{Kind: runevent.CallStart, At: at, Call: ref, Input: raw(`{"id":1}`)},
+		{Kind: runevent.CallStart, At: at, Call: ref, Input: raw(`{"id":1}`), WakeAt: at.Add(time.Hour), Tool: "t"},
+		{Kind: runevent.CallStart, At: at},
+		{Kind: runevent.CallStart, At: at, Call: ref, Provenance: "dropped", Result: raw(`1`)},
 		decoded(`{"at":"2026-03-14T09:26:53.037654Z","input":{"a":1},"kind":"call:start","run_seq":4}`),
 		decoded(`{"at":"2026-03-14T09:26:53.037654Z","call":null,"kind":"call:start","run_seq":4}`),
 		decoded(`{"at":"2026-03-14T09:26:53.037654Z","kind":"call:done","run_seq":4}`),
 		decoded(`{"at":"2026-03-14T09:26:53.037654Z","kind":"run:complete","run_seq":4}`),
-		{Kind: EventCallDone, At: at, Call: ref, Provenance: "reused"},
-		{Kind: EventCallDone, At: at, Call: ref, Extra: map[string]json.RawMessage{"provenance": raw(`"moved"`)}},
-		{Kind: EventCallDone, At: at, Call: &CallRef{Kind: "k\xfe"}},
-		{Kind: EventCaseCall, At: at, Extra: map[string]json.RawMessage{"seq": raw(`3`), "call": raw(`{"kind":"step"}`), "provenance": raw(`"reused"`)}},
-		{Kind: EventCaseCall, At: at, Call: ref, Provenance: "reused", CallSeq: 3},
-		{Kind: EventCaseCall, At: at, Call: ref, Provenance: "live"},
-		{Kind: EventCaseCall, At: at, Call: ref, CallSeq: 2, Extra: map[string]json.RawMessage{"result": raw(`{"b":1,"a":2}`)}},
+		{Kind: runevent.CallDone, At: at, Call: ref, Provenance: "reused"},
+		{Kind: runevent.CallDone, At: at, Call: ref, Extra: map[string]json.RawMessage{"provenance": raw(`"moved"`)}},
+		{Kind: runevent.CallDone, At: at, Call: &CallRef{Kind: "k\xfe"}},
+		{Kind: runevent.CaseCall, At: at, Extra: map[string]json.RawMessage{"seq": raw(`3`), "call": raw(`{"kind":"step"}`), "provenance": raw(`"reused"`)}},
+		{Kind: runevent.CaseCall, At: at, Call: ref, Provenance: "reused", CallSeq: 3},
+		{Kind: runevent.CaseCall, At: at, Call: ref, Provenance: "live"},
+		{Kind: runevent.CaseCall, At: at, Call: ref, CallSeq: 2, Extra: map[string]json.RawMessage{"result": raw(`{"b":1,"a":2}`)}},
 		decoded(`{"at":"2026-03-14T09:26:53.037654Z","call":{"effect":"read","fingerprint":"ab","key":"fetch:0","kind":"step"},"kind":"case:call","provenance":"reused","run_seq":4}`),
-		{Kind: EventCallDone, At: at, Call: ref, Provenance: "reused", CallSeq: 5},
-		{Kind: EventCaseCall, At: at, Extra: map[string]json.RawMessage{"kind": raw(`"reserved"`), "x": nil}},
-		{Kind: EventCaseCall, At: at, Extra: map[string]json.RawMessage{"x": nil, "y": raw(`"\u003c"`)}},
-		{Kind: EventCaseOutcome, At: at, Extra: map[string]json.RawMessage{"code": raw(`"c"`), "null": raw(`null`)}},
-		{Kind: EventCaseOutcome, At: at, Extra: map[string]json.RawMessage{"bad\xff": raw(`1`)}},
-		{Kind: EventCaseOutcome, At: at, Extra: map[string]json.RawMessage{}},
+		{Kind: runevent.CallDone, At: at, Call: ref, Provenance: "reused", CallSeq: 5},
+		{Kind: runevent.CaseCall, At: at, Extra: map[string]json.RawMessage{"kind": raw(`"reserved"`), "x": nil}},
+		{Kind: runevent.CaseCall, At: at, Extra: map[string]json.RawMessage{"x": nil, "y": raw(`"\u003c"`)}},
+		{Kind: runevent.CaseOutcome, At: at, Extra: map[string]json.RawMessage{"code": raw(`"c"`), "null": raw(`null`)}},
+		{Kind: runevent.CaseOutcome, At: at, Extra: map[string]json.RawMessage{"bad\xff": raw(`1`)}},
+		{Kind: runevent.CaseOutcome, At: at, Extra: map[string]json.RawMessage{}},
 		{Kind: "", At: at},
-		{Kind: EventRunComplete, At: at, Result: raw(`{"a":[1,2.5,"x"]}`)},
-		{Kind: EventRunComplete, At: at},
-		{Kind: EventRunComplete, At: at, Result: raw(`null`)},
-		{Kind: EventRunError, At: at, Code: "replay_diverged", Message: "m <b>", StopKey: "step:a:0", StopToken: "step:a",
+		{Kind: runevent.RunComplete, At: at, Result: raw(`{"a":[1,2.5,"x"]}`)},
+		{Kind: runevent.RunComplete, At: at},
+		{Kind: runevent.RunComplete, At: at, Result: raw(`null`)},
+		{Kind: runevent.RunError, At: at, Code: "replay_diverged", Message: "m <b>", StopKey: "step:a:0", StopToken: "step:a",
 			Extra: map[string]json.RawMessage{"reason": raw(`"unexpected_call"`)}},
-		{Kind: EventRunError, At: at},
-		{Kind: EventRunCancelled, At: at, Message: "dropped"},
-		{Kind: EventRunCancelled},
-		{Kind: EventRunCancelled, At: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{Kind: runevent.RunError, At: at},
+		{Kind: runevent.RunCancelled, At: at, Message: "dropped"},
+		{Kind: runevent.RunCancelled},
+		{Kind: runevent.RunCancelled, At: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
 	}
 }
 
@@ -168,7 +168,7 @@ func TestMemLogResults(t *testing.T) {
 	res := func(key string) bundle.Result {
 		return bundle.Result{Kind: "step", Key: key, Fingerprint: "f", Result: json.RawMessage(`1`)}
 	}
-	done := []Event{{Kind: EventCallDone}}
+	done := []Event{{Kind: runevent.CallDone}}
 	if seq, err := log.Append(ctx, "r", Batch{Events: done, Results: []bundle.Result{res("a:0")}}); err != nil || seq != 1 {
 		t.Fatalf("Append: %d, %v", seq, err)
 	}

@@ -14,8 +14,8 @@ import (
 	"sync"
 
 	"github.com/pyrula/caseworker/bundle"
-	"github.com/pyrula/caseworker/bundle/canonjson"
 	"github.com/pyrula/caseworker/bundle/volatile"
+	"github.com/pyrula/caseworker/canonjson"
 )
 
 // Registry holds targets by name. It is safe for concurrent use; register

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // ladder is a small stand-in for the case-run engine: supplied answers by
@@ -105,7 +106,7 @@ func TestResolverLadder(t *testing.T) {
 		"run:error write_not_allowed"})
 	var provenance []string
 	for _, ev := range e.log.Events("r") {
-		if ev.Kind == flow.EventCallDone {
+		if ev.Kind == runevent.CallDone {
 			provenance = append(provenance, ev.Provenance)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/bundle/volatile"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // Config configures a Runtime. Registry and Log are required; every other
@@ -265,9 +266,9 @@ func (rt *Runtime) execute(ctx context.Context, t *target, p RunParams) (Outcome
 		ev := &rec.Events[i]
 		r.lastSeq = max(r.lastSeq, ev.RunSeq)
 		switch {
-		case ev.Kind == EventRunStart:
+		case ev.Kind == runevent.RunStart:
 			start = ev
-		case ev.Kind == EventCallStart && ev.Call != nil:
+		case ev.Kind == runevent.CallStart && ev.Call != nil:
 			r.calls = append(r.calls, recordedCall{ref: *ev.Call, wakeAt: ev.WakeAt})
 		case ev.Kind.Terminal():
 			return outcomeOf(p.RunID, *ev), nil
@@ -284,7 +285,7 @@ func (rt *Runtime) execute(ctx context.Context, t *target, p RunParams) (Outcome
 			return Outcome{RunID: p.RunID, LastSeq: r.lastSeq}, err
 		}
 		in = decoded
-		ev := Event{Kind: EventRunStart, At: r.now(), Inputs: inputs, CodeVersion: t.info.CodeVersion}
+		ev := Event{Kind: runevent.RunStart, At: r.now(), Inputs: inputs, CodeVersion: t.info.CodeVersion}
 		r.mu.Lock()
 		err = r.appendLocked(ctx, ctx, Batch{Events: []Event{ev}})
 		r.mu.Unlock()
@@ -323,7 +324,7 @@ func (r *run) finish(ctx context.Context, result any, err error) (Outcome, error
 	defer r.mu.Unlock()
 	if r.abandoned != nil || (err != nil && ctx.Err() != nil) {
 		if errors.Is(context.Cause(ctx), ErrRunCancelled) {
-			return r.terminalLocked(ctx, Event{Kind: EventRunCancelled, At: r.now()})
+			return r.terminalLocked(ctx, Event{Kind: runevent.RunCancelled, At: r.now()})
 		}
 		cause := r.abandoned
 		if cause == nil {
@@ -358,10 +359,10 @@ func (r *run) finish(ctx context.Context, result any, err error) (Outcome, error
 		if merr != nil {
 			stop = Stopf(messages.RuntimeError, "the result of %s does not encode as JSON: %v", r.t.info.Name, merr)
 		} else {
-			return r.terminalLocked(ctx, Event{Kind: EventRunComplete, At: r.now(), Result: raw})
+			return r.terminalLocked(ctx, Event{Kind: runevent.RunComplete, At: r.now(), Result: raw})
 		}
 	}
-	return r.terminalLocked(ctx, Event{Kind: EventRunError, At: r.now(), Code: stop.Code,
+	return r.terminalLocked(ctx, Event{Kind: runevent.RunError, At: r.now(), Code: stop.Code,
 		Message: stop.Message, StopKey: stop.StopKey, StopToken: stop.StopToken})
 }
 
@@ -381,7 +382,7 @@ func (r *run) abandonedOutcome(ctx context.Context, err error) (Outcome, error) 
 	if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrRunCancelled) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		return r.terminalLocked(ctx, Event{Kind: EventRunCancelled, At: r.now()})
+		return r.terminalLocked(ctx, Event{Kind: runevent.RunCancelled, At: r.now()})
 	}
 	return Outcome{RunID: r.id, LastSeq: r.lastSeq}, err
 }
@@ -390,13 +391,13 @@ func (r *run) abandonedOutcome(ctx context.Context, err error) (Outcome, error) 
 func outcomeOf(runID string, ev Event) Outcome {
 	o := Outcome{RunID: runID, LastSeq: ev.RunSeq, Terminal: &ev}
 	switch ev.Kind {
-	case EventRunComplete:
+	case runevent.RunComplete:
 		o.Status = StatusComplete
 		o.Result = ev.Result
-	case EventRunError:
+	case runevent.RunError:
 		o.Status = StatusError
 		o.Code, o.Message, o.StopKey, o.StopToken = ev.Code, ev.Message, ev.StopKey, ev.StopToken
-	case EventRunCancelled:
+	case runevent.RunCancelled:
 		o.Status = StatusCancelled
 		o.Code = messages.Cancelled
 	}
@@ -612,7 +613,7 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 	var startAt time.Time
 	if inflight == nil {
 		startAt = r.now()
-		r.events[0] = Event{Kind: EventCallStart, At: startAt, Call: ref, Input: canon, WakeAt: wakeAt, Tool: s.tool}
+		r.events[0] = Event{Kind: runevent.CallStart, At: startAt, Call: ref, Input: canon, WakeAt: wakeAt, Tool: s.tool}
 		nEvents = 1
 		if res.Action == ActLive {
 			err := r.appendLocked(ctx, ctx, Batch{Events: r.events[:1]})
@@ -682,7 +683,7 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 	if res.Action == ActLive || doneAt.IsZero() {
 		doneAt = r.now()
 	}
-	r.events[nEvents] = Event{Kind: EventCallDone, At: doneAt, Call: ref, Provenance: res.Provenance}
+	r.events[nEvents] = Event{Kind: runevent.CallDone, At: doneAt, Call: ref, Provenance: res.Provenance}
 	r.records[0] = record
 	wctx := ctx
 	if res.Action == ActLive {

@@ -16,6 +16,7 @@ import (
 	"github.com/pyrula/caseworker/flow/flowtest"
 	"github.com/pyrula/caseworker/internal/testwait"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // runAsync runs a run in a goroutine; the returned function waits for it.
@@ -347,7 +348,7 @@ func TestInputs(t *testing.T) {
 	if err != nil || out.Status != flow.StatusComplete {
 		t.Fatal(out, err)
 	}
-	if ev := e.log.Events("ok")[0]; string(ev.Inputs) != `{"x":5}` || ev.Kind != flow.EventRunStart {
+	if ev := e.log.Events("ok")[0]; string(ev.Inputs) != `{"x":5}` || ev.Kind != runevent.RunStart {
 		t.Errorf("run:start %+v", ev)
 	}
 }
@@ -452,13 +453,13 @@ func TestMemLogErrors(t *testing.T) {
 	if _, err := log.Append(ctx, "r", flow.Batch{Results: []bundle.Result{res}}); !errors.Is(err, flow.ErrResultExists) {
 		t.Errorf("duplicate result: %v", err)
 	}
-	if _, err := log.Finish(ctx, "r", flow.Event{Kind: flow.EventCallDone}); err == nil {
+	if _, err := log.Finish(ctx, "r", flow.Event{Kind: runevent.CallDone}); err == nil {
 		t.Error("Finish with a call:done")
 	}
-	if seq, err := log.Finish(ctx, "r", flow.Event{Kind: flow.EventRunCancelled, At: t0}); err != nil || seq != 1 {
+	if seq, err := log.Finish(ctx, "r", flow.Event{Kind: runevent.RunCancelled, At: t0}); err != nil || seq != 1 {
 		t.Errorf("finish: %d %v", seq, err)
 	}
-	if _, err := log.Append(ctx, "r", flow.Batch{Events: []flow.Event{{Kind: flow.EventCaseCall, At: t0}}}); !errors.Is(err, flow.ErrFinished) {
+	if _, err := log.Append(ctx, "r", flow.Batch{Events: []flow.Event{{Kind: runevent.CaseCall, At: t0}}}); !errors.Is(err, flow.ErrFinished) {
 		t.Errorf("append after finish: %v", err)
 	}
 	if rec, err := log.Load(ctx, "unknown"); err != nil || rec.Events != nil || rec.Results != nil {
@@ -529,7 +530,7 @@ func TestRunSubmittedBeforeStart(t *testing.T) {
 	e := setup(t)
 	var w abc
 	w.register(t, e.reg)
-	sub := flow.Event{Kind: flow.EventRunSubmitted, At: t0, Extra: map[string]json.RawMessage{"run_id": json.RawMessage(`"r"`)}}
+	sub := flow.Event{Kind: runevent.RunSubmitted, At: t0, Extra: map[string]json.RawMessage{"run_id": json.RawMessage(`"r"`)}}
 	if _, err := e.log.Append(context.Background(), "r", flow.Batch{Events: []flow.Event{sub}}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pyrula/caseworker/bundle/canonjson"
+	"github.com/pyrula/caseworker/canonjson"
 )
 
 type unmarshalInner struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // quoteIn is the input of the volatile test step: request_id and meta.ts
@@ -49,7 +50,7 @@ func quoteStep() flow.StepDef[quoteIn, int] {
 func callStart(t *testing.T, e *env, runID, id string) flow.Event {
 	t.Helper()
 	for _, ev := range e.log.Events(runID) {
-		if ev.Kind == flow.EventCallStart && ev.Call.ID() == id {
+		if ev.Kind == runevent.CallStart && ev.Call.ID() == id {
 			return ev
 		}
 	}

@@ -8,25 +8,13 @@ import (
 	"github.com/pyrula/caseworker/runevent"
 )
 
-// Kind is the kind of an event: runevent.Kind, the one list of kinds.
+// Kind is the kind of an event: runevent.Kind.
 type Kind = runevent.Kind
 
-// The event kinds, as package runevent defines them (documented there). A
-// journal stores any non-empty kind; these are the ones the runtime, the
-// capture and the CLI write and read. run:submitted is written by Create:
-// its fields are target_name plus whatever the submitter adds
+// The event kinds are runevent's constants (runevent.CallDone, …), spelled
+// only there. A journal stores any non-empty kind. run:submitted is written
+// by Create: its fields are target_name plus whatever the submitter adds
 // (CreateParams.Fields).
-const (
-	KindRunSubmitted = runevent.RunSubmitted
-	KindRunStart     = runevent.RunStart
-	KindCallStart    = runevent.CallStart
-	KindCallDone     = runevent.CallDone
-	KindCaseCall     = runevent.CaseCall
-	KindCaseOutcome  = runevent.CaseOutcome
-	KindRunComplete  = runevent.RunComplete
-	KindRunError     = runevent.RunError
-	KindRunCancelled = runevent.RunCancelled
-)
 
 // IsTerminal reports whether kind ends a run (run:complete, run:error,
 // run:cancelled). Only Finish writes terminal events, always last.
@@ -36,11 +24,11 @@ func IsTerminal(kind Kind) bool { return kind.Terminal() }
 // and false when kind is not terminal.
 func TerminalStatus(kind Kind) (Status, bool) {
 	switch kind {
-	case KindRunComplete:
+	case runevent.RunComplete:
 		return StatusComplete, true
-	case KindRunError:
+	case runevent.RunError:
 		return StatusError, true
-	case KindRunCancelled:
+	case runevent.RunCancelled:
 		return StatusCancelled, true
 	}
 	return "", false
@@ -101,7 +89,7 @@ func NewEvent(kind Kind, fields any) (Event, error) {
 // about. ok is false when e has no call member or it is not a call object
 // with a kind and a key.
 func CallOf(e Event) (c Call, ok bool) {
-	if e.Call != nil && (e.Kind == KindCallStart || e.Kind == KindCallDone) {
+	if e.Call != nil && (e.Kind == runevent.CallStart || e.Kind == runevent.CallDone) {
 		c = *e.Call
 		return c, c.Kind != "" && c.Key != ""
 	}

@@ -15,7 +15,7 @@ import (
 
 func TestEventJSONRoundTrip(t *testing.T) {
 	t.Parallel()
-	e, err := journal.NewEvent(journal.KindCallStart, map[string]any{
+	e, err := journal.NewEvent(runevent.CallStart, map[string]any{
 		"call":  journal.Call{Kind: "tool", Key: "toolu_01", Fingerprint: "ab", Effect: "write"},
 		"input": map[string]any{"q": "<a&b>", "n": 1.5},
 	})
@@ -36,7 +36,7 @@ func TestEventJSONRoundTrip(t *testing.T) {
 	if err := json.Unmarshal(raw, &back); err != nil {
 		t.Fatal(err)
 	}
-	if back.RunSeq != 7 || back.Kind != journal.KindCallStart || !back.At.Equal(e.At) || back.At.Location() != time.UTC {
+	if back.RunSeq != 7 || back.Kind != runevent.CallStart || !back.At.Equal(e.At) || back.At.Location() != time.UTC {
 		t.Errorf("decoded %+v", back)
 	}
 	again, err := back.JSON()
@@ -94,7 +94,7 @@ func TestEventInvalid(t *testing.T) {
 func TestKinds(t *testing.T) {
 	t.Parallel()
 	for kind, want := range map[journal.Kind]journal.Status{
-		journal.KindRunComplete: journal.StatusComplete, journal.KindRunError: journal.StatusError, journal.KindRunCancelled: journal.StatusCancelled,
+		runevent.RunComplete: journal.StatusComplete, runevent.RunError: journal.StatusError, runevent.RunCancelled: journal.StatusCancelled,
 	} {
 		if !journal.IsTerminal(kind) {
 			t.Errorf("IsTerminal(%s) = false", kind)
@@ -103,7 +103,7 @@ func TestKinds(t *testing.T) {
 			t.Errorf("TerminalStatus(%s) = %s, %v", kind, s, ok)
 		}
 	}
-	for _, kind := range []journal.Kind{journal.KindRunSubmitted, journal.KindRunStart, journal.KindCallStart, journal.KindCallDone, journal.KindCaseCall, journal.KindCaseOutcome, "run:completed"} {
+	for _, kind := range []journal.Kind{runevent.RunSubmitted, runevent.RunStart, runevent.CallStart, runevent.CallDone, runevent.CaseCall, runevent.CaseOutcome, "run:completed"} {
 		if journal.IsTerminal(kind) {
 			t.Errorf("IsTerminal(%s) = true", kind)
 		}
@@ -156,7 +156,7 @@ func TestEventValue(t *testing.T) {
 }
 
 func ExampleEvent_JSON() {
-	e, _ := journal.NewEvent(journal.KindRunError, map[string]any{
+	e, _ := journal.NewEvent(runevent.RunError, map[string]any{
 		"code": "write_not_allowed", "message": "a write needs --allow-write step:reserve",
 		"stop_key": "step:reserve:0", "stop_token": "step:reserve",
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/examples"
 	"github.com/pyrula/caseworker/replay"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // callLineLog is a MemLog whose case:call appends fail, noting whether each
@@ -23,7 +24,7 @@ var errCallLine = errors.New("injected case:call append failure")
 
 func (l *callLineLog) Append(ctx context.Context, runID string, b flow.Batch) (int64, error) {
 	for _, ev := range b.Events {
-		if ev.Kind == flow.EventCaseCall {
+		if ev.Kind == runevent.CaseCall {
 			l.appends.Add(1)
 			if _, ok := ctx.Deadline(); !ok {
 				l.unbounded.Add(1)

@@ -12,6 +12,7 @@ import (
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/examples"
 	"github.com/pyrula/caseworker/replay"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // errCrashed is what a crashing log answers once its run is cut off.
@@ -113,9 +114,9 @@ func checkJournal(t *testing.T, what string, events []flow.Event, lastSeq int64)
 	var outcomes, terminals int
 	for _, ev := range events {
 		switch {
-		case ev.Kind == flow.EventCallDone:
+		case ev.Kind == runevent.CallDone:
 			done[ev.Call.ID()]++
-		case ev.Kind == flow.EventCaseOutcome:
+		case ev.Kind == runevent.CaseOutcome:
 			outcomes++
 		case ev.Kind.Terminal():
 			terminals++

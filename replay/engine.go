@@ -17,6 +17,7 @@ import (
 	"github.com/pyrula/caseworker/explain"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // DefaultLiveBudget is the live budget (--live-budget) when none is given:
@@ -415,7 +416,7 @@ func Run(ctx context.Context, p Params) (Report, error) {
 		if err := json.Unmarshal(raw, &ev); err != nil {
 			return Report{}, messages.Errorf(messages.BundleCorrupt, "history event %d: %v", i, err)
 		}
-		if ev.Kind == string(flow.EventCallStart) && ev.Call != nil {
+		if ev.Kind == string(runevent.CallStart) && ev.Call != nil {
 			e.prefix = append(e.prefix, recCall{ref: *ev.Call, input: ev.Input})
 			e.inputs[keyOf(*ev.Call)] = ev.Input
 		}
@@ -473,7 +474,7 @@ func Run(ctx context.Context, p Params) (Report, error) {
 		o := e.outcomeLocked(flow.Event{}, out)
 		o.LastSeq = max(e.lastSeq.Load(), out.LastSeq) + 1 // this case:outcome
 		e.outcome = &o
-		ev := flow.Event{Kind: flow.EventCaseOutcome, At: time.Now().UTC(), Extra: lineExtra(o, false)}
+		ev := flow.Event{Kind: runevent.CaseOutcome, At: time.Now().UTC(), Extra: lineExtra(o, false)}
 		if _, err := p.Log.Append(ctx, p.RunID, flow.Batch{Target: p.Target, Events: []flow.Event{ev}}); err != nil {
 			return Report{}, fmt.Errorf("replay: run %s: write case:outcome: %w", p.RunID, err)
 		}
@@ -932,7 +933,7 @@ func (e *engine) requestedModel() string {
 				} `json:"options"`
 			} `json:"request"`
 		}
-		if json.Unmarshal(raw, &ev) == nil && ev.Kind == string(flow.EventRunSubmitted) {
+		if json.Unmarshal(raw, &ev) == nil && ev.Kind == string(runevent.RunSubmitted) {
 			return ev.Request.Options.Model
 		}
 	}
@@ -1120,9 +1121,9 @@ func lineExtra(v any, call bool) map[string]json.RawMessage {
 // (TestCallLineEventBytes).
 func callLineEvent(line CallLine, at time.Time) flow.Event {
 	if len(line.Result) > 0 || len(line.Error) > 0 || line.Provenance == "" || line.Change != nil {
-		return flow.Event{Kind: flow.EventCaseCall, At: at, Extra: lineExtra(line, true)}
+		return flow.Event{Kind: runevent.CaseCall, At: at, Extra: lineExtra(line, true)}
 	}
-	return flow.Event{Kind: flow.EventCaseCall, At: at, CallSeq: int64(line.Seq), Provenance: line.Provenance,
+	return flow.Event{Kind: runevent.CaseCall, At: at, CallSeq: int64(line.Seq), Provenance: line.Provenance,
 		Call: &flow.CallRef{Kind: flow.CallKind(line.Kind), Key: line.Key, Fingerprint: line.Fingerprint, Effect: flow.Effect(line.Effect)}}
 }
 
@@ -1135,12 +1136,12 @@ func (e *engine) outcomeLocked(term flow.Event, out flow.Outcome) Outcome {
 		CodeVersion: CodeVersions{Recorded: e.p.Bundle.Manifest.CodeVersion, Current: e.target.CodeVersion},
 		FixtureHash: e.p.FixtureHash, LastSeq: out.LastSeq}
 	switch term.Kind {
-	case flow.EventRunComplete:
+	case runevent.RunComplete:
 		o.Status = flow.StatusComplete
 		if e.p.Values {
 			o.Result = term.Result
 		}
-	case flow.EventRunError:
+	case runevent.RunError:
 		o.Status = flow.StatusError
 		o.Code, o.Message = string(term.Code), term.Message
 		o.StopKey, o.StopToken = nullable(term.StopKey), nullable(term.StopToken)
@@ -1150,7 +1151,7 @@ func (e *engine) outcomeLocked(term flow.Event, out flow.Outcome) Outcome {
 		if term.Code == messages.PrefixDiverged || term.Code == messages.ReplayDiverged {
 			o.Divergence = e.divergence
 		}
-	case flow.EventRunCancelled:
+	case runevent.RunCancelled:
 		o.Status = flow.StatusCancelled
 		o.Code = string(messages.Cancelled)
 	}
@@ -1228,13 +1229,13 @@ func (l *caseLog) Finish(ctx context.Context, runID string, ev flow.Event) (int6
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if ev.Kind == flow.EventRunComplete && !e.p.FromStart && e.prefixDone < len(e.prefix) {
+	if ev.Kind == runevent.RunComplete && !e.p.FromStart && e.prefixDone < len(e.prefix) {
 		rec := e.prefix[e.prefixDone]
 		e.divergence = &Divergence{Seq: e.prefixDone, Call: "", RecordedCall: rec.ref.ID(), RecordedFingerprint: rec.ref.Fingerprint}
-		ev = flow.Event{Kind: flow.EventRunError, At: ev.At, Code: messages.PrefixDiverged, StopKey: rec.ref.ID(),
+		ev = flow.Event{Kind: runevent.RunError, At: ev.At, Code: messages.PrefixDiverged, StopKey: rec.ref.ID(),
 			Message: fmt.Sprintf("the target ended after %d of the %d prefix calls; the recording has %s next", e.prefixDone, len(e.prefix), rec.ref.ID())}
 	}
-	if ev.Kind == flow.EventRunError {
+	if ev.Kind == runevent.RunError {
 		if ev.Code == messages.ReplayDiverged && e.reason != "" {
 			ev.Extra = map[string]json.RawMessage{"reason": nullable(e.reason)}
 		}
@@ -1253,7 +1254,7 @@ func (l *caseLog) Finish(ctx context.Context, runID string, ev flow.Event) (int6
 	} else {
 		// case:outcome, then the terminal event: the run's last two.
 		o.LastSeq = e.lastSeq.Load() + 2
-		co := flow.Event{Kind: flow.EventCaseOutcome, At: ev.At, Extra: lineExtra(o, false)}
+		co := flow.Event{Kind: runevent.CaseOutcome, At: ev.At, Extra: lineExtra(o, false)}
 		seq, err := l.Log.Append(ctx, runID, flow.Batch{Target: e.p.Target, Events: []flow.Event{co}})
 		if err != nil {
 			return 0, err

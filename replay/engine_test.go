@@ -13,6 +13,7 @@ import (
 	"github.com/pyrula/caseworker/flow/examples"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 type recording struct {
@@ -63,7 +64,7 @@ func recordRun(t *testing.T, p flow.RunParams) recording {
 			id = ev.Call.ID()
 		}
 		r.keys = append(r.keys, id)
-		if ev.Kind == flow.EventRunStart {
+		if ev.Kind == runevent.RunStart {
 			r.inputs = ev.Inputs
 		}
 	}
@@ -130,7 +131,7 @@ func TestReplayOnlyPass(t *testing.T) {
 	for _, ev := range log.Events("case") {
 		kinds[ev.Kind]++
 	}
-	if kinds[flow.EventCaseCall] != len(rep.Calls) || kinds[flow.EventCaseOutcome] != 1 || kinds[flow.EventRunComplete] != 1 {
+	if kinds[runevent.CaseCall] != len(rep.Calls) || kinds[runevent.CaseOutcome] != 1 || kinds[runevent.RunComplete] != 1 {
 		t.Fatalf("journal kinds %v", kinds)
 	}
 }
@@ -145,7 +146,7 @@ func TestPrefixDiverged(t *testing.T) {
 		t.Fatalf("outcome %+v %+v", o, o.Divergence)
 	}
 	last := log.Events("case")[len(log.Events("case"))-1]
-	if last.Kind != flow.EventRunError || last.StopKey != "step:quote:0" || last.Extra["divergence"] == nil {
+	if last.Kind != runevent.RunError || last.StopKey != "step:quote:0" || last.Extra["divergence"] == nil {
 		t.Fatalf("run:error %+v", last)
 	}
 	// An input that does not touch the prefix is fine.
@@ -263,7 +264,7 @@ func TestSleepAdvancesNow(t *testing.T) {
 	}
 	var wake, now string
 	for _, ev := range log.Events("case") {
-		if ev.Kind == flow.EventCallStart && ev.Call.Kind == flow.KindSleep {
+		if ev.Kind == runevent.CallStart && ev.Call.Kind == flow.KindSleep {
 			wake = ev.WakeAt.Format("2006-01-02T15:04:05")
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // TestCallLineEventBytes: the typed case:call event of a line is stored
@@ -33,7 +34,7 @@ func TestCallLineEventBytes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := flow.Event{Kind: flow.EventCaseCall, At: at, Extra: lineExtra(l, true)}.AppendJSON(nil)
+		want, err := flow.Event{Kind: runevent.CaseCall, At: at, Extra: lineExtra(l, true)}.AppendJSON(nil)
 		if err != nil {
 			t.Fatal(err)
 		}

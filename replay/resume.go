@@ -9,6 +9,7 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/explain"
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // resumed is what a case run's own journal held when the engine started:
@@ -53,9 +54,9 @@ func (e *engine) resume(ctx context.Context) (resumed, error) {
 	for _, ev := range rec.Events {
 		e.noteSeq(ev.RunSeq)
 		switch ev.Kind {
-		case flow.EventCaseCall:
+		case runevent.CaseCall:
 			r.callLines++
-		case flow.EventCaseOutcome:
+		case runevent.CaseOutcome:
 			raw, err := json.Marshal(ev.Extra)
 			if err != nil {
 				return r, err
@@ -66,7 +67,7 @@ func (e *engine) resume(ctx context.Context) (resumed, error) {
 			}
 			o.Type = "outcome"
 			r.outcome = &o
-		case flow.EventCallStart:
+		case runevent.CallStart:
 			if ev.Call == nil {
 				continue
 			}
@@ -74,7 +75,7 @@ func (e *engine) resume(ctx context.Context) (resumed, error) {
 			if _, seen := calls[k]; !seen {
 				calls[k] = started{pos: len(calls), input: ev.Input}
 			}
-		case flow.EventCallDone:
+		case runevent.CallDone:
 			if ev.Call == nil {
 				continue
 			}

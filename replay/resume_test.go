@@ -9,6 +9,7 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/replay"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 type stepIn struct {
@@ -99,7 +100,7 @@ func TestResumeFindsChangedInput(t *testing.T) {
 		t.Fatalf("resume with changed input: %+v", rep.Outcome)
 	}
 	events := caseLog.Events("case")
-	if last := events[len(events)-1]; last.Kind != flow.EventRunError || last.Code != "replay_input_changed" {
+	if last := events[len(events)-1]; last.Kind != runevent.RunError || last.Code != "replay_input_changed" {
 		t.Fatalf("last event %+v", last)
 	}
 

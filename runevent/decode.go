@@ -11,7 +11,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/pyrula/caseworker/bundle/canonjson"
+	"github.com/pyrula/caseworker/canonjson"
 	"github.com/pyrula/caseworker/messages"
 )
 

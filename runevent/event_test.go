@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pyrula/caseworker/bundle/canonjson"
+	"github.com/pyrula/caseworker/canonjson"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/runevent"
 )

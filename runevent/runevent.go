@@ -8,7 +8,7 @@
 // these; see /docs/runtime.md for the events themselves.
 //
 // runevent imports only messages (the reason code of run:error) and
-// bundle/canonjson (canonical JSON) of the project, so that both flow and
+// canonjson (canonical JSON) of the project, so that both flow and
 // journal, which never import each other, can sit on it.
 package runevent
 

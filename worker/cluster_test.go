@@ -13,9 +13,9 @@ import (
 
 	"github.com/pyrula/caseworker/internal/testenv"
 	"github.com/pyrula/caseworker/internal/testwait"
-	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 	"github.com/pyrula/caseworker/store/memstore"
 	"github.com/pyrula/caseworker/worker"
 	"github.com/pyrula/caseworker/worker/client"
@@ -112,7 +112,7 @@ func TestClusterWorkerAcrossNodes(t *testing.T) {
 		"source": map[string]any{"bundle": map[string]any{"fixture_hash": hash}}, "options": map[string]any{"replay_only": true}})
 	cased := runResult(t, e.waitReplies(3)[2])
 	for _, run := range []messages.RunResult{started, cased} {
-		if kind, code := last(t, e.waitRun(run.RunID, 20*time.Second)); kind != journal.KindRunComplete {
+		if kind, code := last(t, e.waitRun(run.RunID, 20*time.Second)); kind != runevent.RunComplete {
 			t.Errorf("run %s ended %s %s", run.RunID, kind, code)
 		}
 	}

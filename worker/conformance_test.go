@@ -14,6 +14,7 @@ import (
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/memvalkey"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 	"github.com/pyrula/caseworker/store"
 	"github.com/pyrula/caseworker/store/memstore"
 	"github.com/pyrula/caseworker/worker"
@@ -188,7 +189,7 @@ func confStartRun(t *testing.T, setup newEnv) {
 	e.send("r1", "start_run", body)
 	res := runResult(t, e.waitReplies(1)[0])
 	events := e.waitRun(res.RunID, 20*time.Second)
-	if kind, code := last(t, events); kind != journal.KindRunComplete {
+	if kind, code := last(t, events); kind != runevent.RunComplete {
 		t.Fatalf("run ended %s %s", kind, code)
 	}
 	e.send("r1", "start_run", body)
@@ -217,13 +218,13 @@ func confRunCaseBundle(t *testing.T, setup newEnv) {
 		kind journal.Kind
 		code messages.Code
 	}{
-		"c1": {journal.KindRunComplete, ""},
-		"c2": {journal.KindRunError, messages.PrefixDiverged}, // the seed: --input only for inputs that keep the prefix
-		"c3": {journal.KindRunError, messages.BundleMissing},
+		"c1": {runevent.RunComplete, ""},
+		"c2": {runevent.RunError, messages.PrefixDiverged}, // the seed: --input only for inputs that keep the prefix
+		"c3": {runevent.RunError, messages.BundleMissing},
 	}
 	for id, w := range want {
 		events := e.waitRun(runResult(t, got[id]).RunID, 20*time.Second)
-		if kind, code := last(t, events); kind != w.kind || code != w.code || count(events, journal.KindCaseOutcome) != 1 {
+		if kind, code := last(t, events); kind != w.kind || code != w.code || count(events, runevent.CaseOutcome) != 1 {
 			t.Errorf("%s ended %s %q, want %s %q with one case:outcome", id, kind, code, w.kind, w.code)
 		}
 	}
@@ -248,9 +249,9 @@ func confRunCaseJournal(t *testing.T, setup newEnv) {
 		kind journal.Kind
 		code messages.Code
 	}{
-		"j1": {journal.KindRunComplete, ""},
-		"j2": {journal.KindRunError, messages.WhatifSourceMissing},
-		"j3": {journal.KindRunError, messages.WhatifSourceChanged},
+		"j1": {runevent.RunComplete, ""},
+		"j2": {runevent.RunError, messages.WhatifSourceMissing},
+		"j3": {runevent.RunError, messages.WhatifSourceChanged},
 	}
 	for id, w := range want {
 		events := e.waitRun(runResult(t, got[id]).RunID, 20*time.Second)
@@ -282,7 +283,7 @@ func confResume(t *testing.T, setup newEnv) {
 	j := e.journalOf()
 	testwait.Eventually(t, 10*time.Second, "the run's run:start event", func() bool {
 		events, _, err := j.Events(context.Background(), res.RunID)
-		return err == nil && count(events, journal.KindRunStart) == 1
+		return err == nil && count(events, runevent.RunStart) == 1
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -297,10 +298,10 @@ func confResume(t *testing.T, setup newEnv) {
 	e.cfg.ConsumerName = "alive"
 	e.start(nil)
 	events := e.waitRun(res.RunID, 30*time.Second)
-	if kind, code := last(t, events); kind != journal.KindRunComplete {
+	if kind, code := last(t, events); kind != runevent.RunComplete {
 		t.Fatalf("ended %s %s", kind, code)
 	}
-	if n := count(events, journal.KindRunStart); n != 1 {
+	if n := count(events, runevent.RunStart); n != 1 {
 		t.Errorf("%d run:start events, want 1 (resumed, not restarted)", n)
 	}
 	testwait.Eventually(t, 10*time.Second, "nothing pending on the runs stream", func() bool { return e.runsPending() == 0 })
@@ -359,7 +360,7 @@ func confClient(t *testing.T, setup newEnv) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if end.Status != journal.StatusComplete || end.Last.Kind != journal.KindRunComplete {
+	if end.Status != journal.StatusComplete || end.Last.Kind != runevent.RunComplete {
 		t.Fatalf("end %+v", end)
 	}
 	for i, s := range seqs {

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // A run_case from a run's journal forked right after run:start, with a
@@ -24,7 +24,7 @@ func TestRunCaseDivergenceNamesTheField(t *testing.T) {
 	}
 	var fork int64
 	for _, ev := range run.Events {
-		if ev.Kind == journal.KindRunStart {
+		if ev.Kind == runevent.RunStart {
 			fork = ev.RunSeq
 		}
 	}
@@ -33,7 +33,7 @@ func TestRunCaseDivergenceNamesTheField(t *testing.T) {
 		"options": map[string]any{"replay_only": true, "inputs": map[string]any{"qty": 5}}})
 	events := e.waitRun(runResult(t, e.waitReplies(1)[0]).RunID, 20*time.Second)
 	kind, code := last(t, events)
-	if kind != journal.KindRunError || code != messages.ReplayDiverged {
+	if kind != runevent.RunError || code != messages.ReplayDiverged {
 		t.Fatalf("run ended %s %s, want run:error replay_diverged", kind, code)
 	}
 	type div struct {
@@ -49,7 +49,7 @@ func TestRunCaseDivergenceNamesTheField(t *testing.T) {
 		t.Fatalf("run:error divergence = %+v (%v, %v), want step:quote:0 changed $.qty", stop, ok, err)
 	}
 	for _, ev := range events {
-		if ev.Kind != journal.KindCaseOutcome {
+		if ev.Kind != runevent.CaseOutcome {
 			continue
 		}
 		var cause string

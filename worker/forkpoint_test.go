@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 	"github.com/pyrula/caseworker/store/memstore"
 )
 
@@ -74,8 +74,8 @@ func TestRunCaseJournalForkRequired(t *testing.T) {
 		if err := json.Unmarshal(events[0].Extra["request"], &req); err != nil || string(req.Source.Journal["fork_after_seq"]) != want {
 			t.Errorf("%s: run:submitted request %s, want fork_after_seq %s (%v)", id, events[0].Extra["request"], want, err)
 		}
-		if kind, _ := last(t, events); id == "forked" && kind != journal.KindRunComplete || count(events, journal.KindCaseOutcome) != 1 {
-			t.Errorf("%s ended %s with %d case:outcome", id, kind, count(events, journal.KindCaseOutcome))
+		if kind, _ := last(t, events); id == "forked" && kind != runevent.RunComplete || count(events, runevent.CaseOutcome) != 1 {
+			t.Errorf("%s ended %s with %d case:outcome", id, kind, count(events, runevent.CaseOutcome))
 		}
 	}
 }

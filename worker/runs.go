@@ -18,6 +18,7 @@ import (
 	"github.com/pyrula/caseworker/flow/journallog"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 	"github.com/pyrula/caseworker/worker/internal/consumer"
 )
 
@@ -457,12 +458,12 @@ func (x *executor) fail(ctx context.Context, meta journal.Meta, code messages.Co
 			}
 			extra[k] = raw
 		}
-		ev := flow.Event{Kind: flow.EventCaseOutcome, At: at, Extra: extra}
+		ev := flow.Event{Kind: runevent.CaseOutcome, At: at, Extra: extra}
 		if _, err := x.log.Append(ctx, meta.RunID, flow.Batch{Target: meta.TargetName, Events: []flow.Event{ev}}); err != nil {
 			return flow.Outcome{}, err
 		}
 	}
-	seq, err := x.log.Finish(ctx, meta.RunID, flow.Event{Kind: flow.EventRunError, At: at, Code: code, Message: msg})
+	seq, err := x.log.Finish(ctx, meta.RunID, flow.Event{Kind: runevent.RunError, At: at, Code: code, Message: msg})
 	if errors.Is(err, flow.ErrFinished) {
 		return flow.Outcome{RunID: meta.RunID, Status: flow.StatusError, Code: code}, nil
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // The fields of a submitted run's run:submitted event that tell the
@@ -265,7 +266,7 @@ func (w *Worker) submitted(ctx context.Context, runID string) (journal.Event, er
 	if err != nil {
 		return journal.Event{}, fmt.Errorf("read run %s: %w", runID, err)
 	}
-	if len(events) == 0 || events[0].Kind != journal.KindRunSubmitted {
+	if len(events) == 0 || events[0].Kind != runevent.RunSubmitted {
 		return journal.Event{}, fmt.Errorf("run %s has no run:submitted event", runID)
 	}
 	return events[0], nil

@@ -12,6 +12,7 @@ import (
 	"github.com/pyrula/caseworker/internal/testwait"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // A runs entry whose run's run:submitted event has no readable
@@ -51,10 +52,10 @@ func TestRunWithoutReadableTypeDeadLettered(t *testing.T) {
 		events := e.waitRun(ids[i], 20*time.Second)
 		kind, code := last(t, events)
 		msg := events[len(events)-1].Message
-		if kind != journal.KindRunError || code != messages.RuntimeError || !strings.Contains(msg, tc.want) || !strings.Contains(msg, ":runs:dead") {
+		if kind != runevent.RunError || code != messages.RuntimeError || !strings.Contains(msg, tc.want) || !strings.Contains(msg, ":runs:dead") {
 			t.Errorf("%s: ended %s %s %q; want run:error runtime_error naming the dead letter and %q", tc.name, kind, code, msg, tc.want)
 		}
-		if n := count(events, journal.KindRunStart); n != 0 {
+		if n := count(events, runevent.RunStart); n != 0 {
 			t.Errorf("%s: %d run:start events; it must not run", tc.name, n)
 		}
 	}

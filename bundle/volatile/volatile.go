@@ -7,7 +7,7 @@
 //
 // The rules are part of bundle format 1 (a bundle's registration records
 // them), so this package defines their syntax, checks it, and applies the
-// rules to a canonical input. It imports bundle/canonjson and the standard
+// rules to a canonical input. It imports canonjson and the standard
 // library only; bundle (validation), flow (fingerprints) and replay
 // (verification, diffs) use it.
 //
@@ -27,7 +27,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/pyrula/caseworker/bundle/canonjson"
+	"github.com/pyrula/caseworker/canonjson"
 )
 
 // Limits of one call's rules, checked at registration and when a bundle is

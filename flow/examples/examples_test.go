@@ -15,6 +15,7 @@ import (
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/examples"
 	"github.com/pyrula/caseworker/flow/flowtest"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -95,7 +96,7 @@ func TestCheckout(t *testing.T) {
 	// Every result is recorded, with the effects of the registration.
 	effects := map[string]string{}
 	for _, ev := range e.log.Events("r") {
-		if ev.Kind == flow.EventCallStart {
+		if ev.Kind == runevent.CallStart {
 			effects[ev.Call.ID()] = string(ev.Call.Effect)
 		}
 	}
@@ -124,10 +125,10 @@ func TestSupportAgent(t *testing.T) {
 	checkTrace(t, e.log, "s/tool:toolu_02", policyTrace)
 	tools := map[string]string{}
 	for _, ev := range e.log.Events("s") {
-		if ev.Kind == flow.EventCallStart && ev.Call.Kind == flow.KindTool {
+		if ev.Kind == runevent.CallStart && ev.Call.Kind == flow.KindTool {
 			tools[ev.Call.Key] = ev.Tool + " " + string(ev.Call.Effect)
 		}
-		if ev.Kind == flow.EventCallStart && ev.Call.ID() == "model:0" {
+		if ev.Kind == runevent.CallStart && ev.Call.ID() == "model:0" {
 			var in struct{ Model string }
 			if err := json.Unmarshal(ev.Input, &in); err != nil || in.Model != examples.SupportModel {
 				t.Errorf("model:0 input %s", ev.Input)

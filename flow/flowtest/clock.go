@@ -1,6 +1,6 @@
 // Package flowtest holds test helpers for code that runs flow targets: a
 // fake clock (Clock) and a compact form of a run's events (Trace). It
-// imports flow and nothing else of the project; only tests import it.
+// imports flow and runevent and nothing else of the project; only tests import it.
 package flowtest
 
 import (

@@ -1,6 +1,9 @@
 package flowtest
 
-import "github.com/pyrula/caseworker/flow"
+import (
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/runevent"
+)
 
 // Trace returns a compact form of events, one string per event: the kind,
 // then for call events the call's identity, e.g. "call:start step:quote:0",
@@ -12,7 +15,7 @@ func Trace(events []flow.Event) []string {
 		switch {
 		case ev.Call != nil:
 			s += " " + ev.Call.ID()
-		case ev.Kind == flow.EventRunError:
+		case ev.Kind == runevent.RunError:
 			s += " " + string(ev.Code)
 		}
 		out[i] = s

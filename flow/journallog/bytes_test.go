@@ -13,6 +13,7 @@ import (
 	"github.com/pyrula/caseworker/journal/capture"
 	"github.com/pyrula/caseworker/journal/memjournal"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // pinnedEvents are runtime events with every value that two encoders
@@ -26,17 +27,17 @@ func pinnedEvents() []flow.Event {
 	ref := &flow.CallRef{Kind: flow.KindStep, Key: "fetch<&>\u2028:0", Fingerprint: fp, Effect: flow.Read}
 	tool := &flow.CallRef{Kind: flow.KindTool, Key: "toolu_01", Fingerprint: fp, Effect: flow.Write}
 	return []flow.Event{
-		{Kind: flow.EventRunStart, At: at, Inputs: raw(`{ "b" : [1.0, 1e3, -0, 2.50], "a":"<&>\u2028\u00e9" }`), CodeVersion: "v<1>&\u2028"},
-		{Kind: flow.EventRunStart, At: at, CodeVersion: "bad \xff\xfe utf8"},
-		{Kind: flow.EventCallStart, At: at, Call: ref, Input: raw(`{"z":1,"a":"\u003c"}`)},
-		{Kind: flow.EventCallDone, At: at, Call: ref, Provenance: "reused<"},
-		{Kind: flow.EventCallStart, At: at, Call: tool, Input: raw(`{"q":"x"}`), Tool: "refund&", WakeAt: at.Add(90*time.Second + 5)},
-		{Kind: flow.EventCallDone, At: at, Call: tool},
-		{Kind: flow.EventCaseCall, At: at, Extra: map[string]json.RawMessage{
+		{Kind: runevent.RunStart, At: at, Inputs: raw(`{ "b" : [1.0, 1e3, -0, 2.50], "a":"<&>\u2028\u00e9" }`), CodeVersion: "v<1>&\u2028"},
+		{Kind: runevent.RunStart, At: at, CodeVersion: "bad \xff\xfe utf8"},
+		{Kind: runevent.CallStart, At: at, Call: ref, Input: raw(`{"z":1,"a":"\u003c"}`)},
+		{Kind: runevent.CallDone, At: at, Call: ref, Provenance: "reused<"},
+		{Kind: runevent.CallStart, At: at, Call: tool, Input: raw(`{"q":"x"}`), Tool: "refund&", WakeAt: at.Add(90*time.Second + 5)},
+		{Kind: runevent.CallDone, At: at, Call: tool},
+		{Kind: runevent.CaseCall, At: at, Extra: map[string]json.RawMessage{
 			"seq": raw(`3`), "provenance": raw(`"reused"`), "call": raw(`{"kind":"step","key":"a\u003cb","fingerprint":"ab","effect":"read"}`),
 			"note": raw(` [ "\u2028", 1.50 ] `)}},
-		{Kind: flow.EventCaseOutcome, At: at, Extra: map[string]json.RawMessage{"status": raw(`"error"`), "prices": raw(`{"b":2,"a":1}`)}},
-		{Kind: flow.EventRunError, At: at, Code: messages.WriteNotAllowed, Message: "needs <--allow-write> & more", StopKey: "tool:toolu_01",
+		{Kind: runevent.CaseOutcome, At: at, Extra: map[string]json.RawMessage{"status": raw(`"error"`), "prices": raw(`{"b":2,"a":1}`)}},
+		{Kind: runevent.RunError, At: at, Code: messages.WriteNotAllowed, Message: "needs <--allow-write> & more", StopKey: "tool:toolu_01",
 			Extra: map[string]json.RawMessage{"divergence": raw(`{"path":"$.q","got":"\u003e"}`)}},
 	}
 }
@@ -82,13 +83,13 @@ func TestPinnedBytes(t *testing.T) {
 	events := pinnedEvents()
 	first := events[0]
 	// The run:submitted event a journal writes, as MemLog gets it.
-	sub := flow.Event{Kind: flow.EventRunSubmitted, At: first.At, Extra: map[string]json.RawMessage{"target_name": json.RawMessage(`"t\u003c&\u003e"`)}}
+	sub := flow.Event{Kind: runevent.RunSubmitted, At: first.At, Extra: map[string]json.RawMessage{"target_name": json.RawMessage(`"t\u003c&\u003e"`)}}
 	if _, err := mem.Append(ctx, "r", flow.Batch{Target: "t<&>", Events: []flow.Event{sub}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, ev := range events {
 		b := flow.Batch{Target: "t<&>", Events: []flow.Event{ev}}
-		if ev.Kind == flow.EventCallDone {
+		if ev.Kind == runevent.CallDone {
 			b.Results = []bundle.Result{{Kind: string(ev.Call.Kind), Key: ev.Call.Key, Fingerprint: ev.Call.Fingerprint, Result: json.RawMessage(`{"ok": true}`)}}
 		}
 		if ev.Kind.Terminal() {

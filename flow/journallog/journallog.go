@@ -19,6 +19,7 @@ import (
 
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // Log is a flow.Log over a journal.Journal. It is safe for concurrent use
@@ -136,7 +137,7 @@ func (l *Log) lease(ctx context.Context, runID string, b flow.Batch) (journal.Le
 func (l *Log) create(ctx context.Context, runID string, b flow.Batch) (journal.Lease, error) {
 	p := journal.CreateParams{RunID: runID, TargetName: b.Target, Owner: l.owner, LeaseTTL: l.leaseTTL}
 	for _, e := range b.Events {
-		if e.Kind == flow.EventRunStart {
+		if e.Kind == runevent.RunStart {
 			p.Inputs, p.CodeVersion = e.Inputs, e.CodeVersion
 			break
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/pyrula/caseworker/journal/capture"
 	"github.com/pyrula/caseworker/journal/memjournal"
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 func setup(t *testing.T) (*flow.Runtime, journal.Journal, *examples.Effects) {
@@ -65,8 +66,8 @@ func TestRecordAndCapture(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Meta.Status != journal.StatusComplete || r.Meta.TargetName != tc.target || r.Events[0].Kind != journal.KindRunSubmitted ||
-				r.Events[1].Kind != journal.KindRunStart || r.Meta.LastSeq != int64(len(r.Events)) {
+			if r.Meta.Status != journal.StatusComplete || r.Meta.TargetName != tc.target || r.Events[0].Kind != runevent.RunSubmitted ||
+				r.Events[1].Kind != runevent.RunStart || r.Meta.LastSeq != int64(len(r.Events)) {
 				t.Fatalf("journal meta %+v, first events %s %s", r.Meta, r.Events[0].Kind, r.Events[1].Kind)
 			}
 			info, _ := rt.Registry().Lookup(tc.target)

@@ -13,6 +13,7 @@ import (
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/capture"
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
+	"github.com/pyrula/caseworker/runevent"
 	"github.com/pyrula/caseworker/store"
 	"github.com/pyrula/caseworker/store/filestore"
 )
@@ -47,15 +48,15 @@ func BenchmarkSave10kCalls(b *testing.B) {
 	}()
 	for i := range calls {
 		c := map[string]string{"kind": "step", "key": fmt.Sprintf("fetch:%d", i), "fingerprint": fp(fmt.Sprint(i)), "effect": "read"}
-		start, _ := journal.NewEvent(journal.KindCallStart, map[string]any{"call": c, "input": map[string]any{"id": i, "query": "select * from orders where id = $1"}})
-		done, _ := journal.NewEvent(journal.KindCallDone, map[string]any{"call": c})
+		start, _ := journal.NewEvent(runevent.CallStart, map[string]any{"call": c, "input": map[string]any{"id": i, "query": "select * from orders where id = $1"}})
+		done, _ := journal.NewEvent(runevent.CallDone, map[string]any{"call": c})
 		res := bundle.Result{Kind: "step", Key: c["key"], Fingerprint: c["fingerprint"],
 			Result: json.RawMessage(fmt.Sprintf(`{"id":%d,"status":"shipped","total":%d.5,"items":["a","b","c"]}`, i, i))}
 		if _, err := j.Append(ctx, lease, journal.Batch{Events: []journal.Event{start, done}, Results: []bundle.Result{res}}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	end, _ := journal.NewEvent(journal.KindRunComplete, map[string]any{"result": "ok"})
+	end, _ := journal.NewEvent(runevent.RunComplete, map[string]any{"result": "ok"})
 	last, err := j.Finish(ctx, lease, journal.Batch{Events: []journal.Event{end}})
 	if err != nil {
 		b.Fatal(err)

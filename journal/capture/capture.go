@@ -20,6 +20,7 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // Params say how to capture a run.
@@ -139,7 +140,7 @@ func withInputs(r *journal.Run, fork int64) []bundle.Result {
 	starts := map[string]start{}
 	for _, e := range r.Events[after:] {
 		c, ok := journal.CallOf(e)
-		if !ok || e.Kind != journal.KindCallStart {
+		if !ok || e.Kind != runevent.CallStart {
 			continue
 		}
 		id := c.ID()
@@ -161,7 +162,7 @@ func withInputs(r *journal.Run, fork int64) []bundle.Result {
 	// A call started before the fork too (a resumed run starts it again)
 	// has its input in the history.
 	for _, e := range r.Events[:after] {
-		if c, ok := journal.CallOf(e); ok && e.Kind == journal.KindCallStart {
+		if c, ok := journal.CallOf(e); ok && e.Kind == runevent.CallStart {
 			delete(starts, c.ID())
 		}
 	}
@@ -190,7 +191,7 @@ const requestField = "request"
 // capture. Any other event is returned as it is.
 func withoutPrices(e journal.Event) (journal.Event, error) {
 	raw, ok := e.Extra[requestField]
-	if e.Kind != journal.KindRunSubmitted || !ok || !bytes.Contains(raw, []byte(`"prices"`)) {
+	if e.Kind != runevent.RunSubmitted || !ok || !bytes.Contains(raw, []byte(`"prices"`)) {
 		return e, nil
 	}
 	var req map[string]json.RawMessage
@@ -264,7 +265,7 @@ func detectKind(r *journal.Run, want bundle.Kind) (bundle.Kind, error) {
 func codeVersion(r *journal.Run) string {
 	v := r.Meta.CodeVersion
 	for _, e := range r.Events {
-		if e.Kind != journal.KindRunStart {
+		if e.Kind != runevent.RunStart {
 			continue
 		}
 		var cv string
@@ -283,7 +284,7 @@ func recordedConfig(r *journal.Run, kind bundle.Kind) json.RawMessage {
 	}
 	for _, e := range r.Events {
 		c, ok := journal.CallOf(e)
-		if !ok || e.Kind != journal.KindCallStart || c.Kind != "model" {
+		if !ok || e.Kind != runevent.CallStart || c.Kind != "model" {
 			continue
 		}
 		var in struct {

@@ -15,6 +15,7 @@ import (
 	"github.com/pyrula/caseworker/journal/capture"
 	"github.com/pyrula/caseworker/journal/memjournal"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 func fp(s string) string {
@@ -53,22 +54,22 @@ func record(t *testing.T, target string, calls []call, inFlight *call, finish bo
 			t.Fatal(err)
 		}
 	}
-	appendBatch(journal.Batch{Events: []journal.Event{ev(journal.KindRunStart, map[string]any{"inputs": map[string]string{"sku": "SKU-42"}, "code_version": "v2"})}})
+	appendBatch(journal.Batch{Events: []journal.Event{ev(runevent.RunStart, map[string]any{"inputs": map[string]string{"sku": "SKU-42"}, "code_version": "v2"})}})
 	callField := func(c call) map[string]string {
 		return map[string]string{"kind": c.kind, "key": c.key, "fingerprint": fp(c.input), "effect": "read"}
 	}
 	for _, c := range calls {
-		appendBatch(journal.Batch{Events: []journal.Event{ev(journal.KindCallStart, map[string]any{"call": callField(c), "input": json.RawMessage(c.input)})}})
+		appendBatch(journal.Batch{Events: []journal.Event{ev(runevent.CallStart, map[string]any{"call": callField(c), "input": json.RawMessage(c.input)})}})
 		appendBatch(journal.Batch{
-			Events:  []journal.Event{ev(journal.KindCallDone, map[string]any{"call": callField(c)})},
+			Events:  []journal.Event{ev(runevent.CallDone, map[string]any{"call": callField(c)})},
 			Results: []bundle.Result{{Kind: c.kind, Key: c.key, Fingerprint: fp(c.input), Result: json.RawMessage(c.result)}},
 		})
 	}
 	if inFlight != nil {
-		appendBatch(journal.Batch{Events: []journal.Event{ev(journal.KindCallStart, map[string]any{"call": callField(*inFlight), "input": json.RawMessage(inFlight.input)})}})
+		appendBatch(journal.Batch{Events: []journal.Event{ev(runevent.CallStart, map[string]any{"call": callField(*inFlight), "input": json.RawMessage(inFlight.input)})}})
 	}
 	if finish {
-		if _, err := j.Finish(ctx, lease, journal.Batch{Events: []journal.Event{ev(journal.KindRunComplete, map[string]any{"result": "ok"})}}); err != nil {
+		if _, err := j.Finish(ctx, lease, journal.Batch{Events: []journal.Event{ev(runevent.RunComplete, map[string]any{"result": "ok"})}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -213,7 +214,7 @@ func TestPricesNotCaptured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start, _ := journal.NewEvent(journal.KindRunStart, map[string]any{"inputs": map[string]any{}, "code_version": "v1"})
+	start, _ := journal.NewEvent(runevent.RunStart, map[string]any{"inputs": map[string]any{}, "code_version": "v1"})
 	if _, err := j.Append(ctx, lease, journal.Batch{Events: []journal.Event{start}}); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // ForkPoint says whether a run_seq of a run is a valid --fork-after-seq:
@@ -41,12 +42,12 @@ func ForkPoints(r *journal.Run) []ForkPoint {
 			id := c.ID()
 			fp.Call = id
 			switch e.Kind {
-			case journal.KindCallStart:
+			case runevent.CallStart:
 				if _, seen := open[id]; !seen {
 					order = append(order, id)
 				}
 				open[id] = e.RunSeq
-			case journal.KindCallDone:
+			case runevent.CallDone:
 				delete(open, id)
 				if !have[id] {
 					noResult = append(noResult, fmt.Sprintf("%s (done at run_seq %d) has no recorded result", id, e.RunSeq))

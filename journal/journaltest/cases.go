@@ -16,6 +16,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // waitLimit bounds every wait of the suite; reaching it is a failure.
@@ -85,12 +86,12 @@ func mkEvent(kind journal.Kind, fields any) journal.Event {
 
 // callStart is a call:start event of the n-th test call.
 func callStart(n int) journal.Event {
-	return mkEvent(journal.KindCallStart, map[string]any{"call": call(n), "input": map[string]any{"n": n, "sku": "SKU-42"}})
+	return mkEvent(runevent.CallStart, map[string]any{"call": call(n), "input": map[string]any{"n": n, "sku": "SKU-42"}})
 }
 
 // callDone is a call:done event of the n-th test call.
 func callDone(n int) journal.Event {
-	return mkEvent(journal.KindCallDone, map[string]any{"call": call(n)})
+	return mkEvent(runevent.CallDone, map[string]any{"call": call(n)})
 }
 
 // result is the result record of the n-th test call.
@@ -345,7 +346,7 @@ func testExactBytes(t *testing.T, h *Harness) {
 	// whitespace, floats as Python writes them, raw UTF-8 (no HTML or
 	// U+2028 escapes), integers keep every digit.
 	e := journal.Event{
-		Kind: journal.KindCallStart,
+		Kind: runevent.CallStart,
 		At:   time.Date(2025, 6, 7, 8, 9, 10, 11000, time.UTC),
 		Extra: map[string]json.RawMessage{
 			"call":  json.RawMessage(`{"kind":"step","key":"quote:0","fingerprint":"ab","effect":"read"}`),
@@ -486,8 +487,8 @@ func testInvalid(t *testing.T, h *Harness) {
 
 	id, l := f.create(t, "w", 0)
 	bad := map[string]journal.Batch{
-		"terminal event":      {Events: []journal.Event{{Kind: journal.KindRunComplete}}},
-		"run:submitted":       {Events: []journal.Event{{Kind: journal.KindRunSubmitted}}},
+		"terminal event":      {Events: []journal.Event{{Kind: runevent.RunComplete}}},
+		"run:submitted":       {Events: []journal.Event{{Kind: runevent.RunSubmitted}}},
 		"no kind":             {Events: []journal.Event{{}}},
 		"reserved field":      {Events: []journal.Event{{Kind: "x:y", Extra: map[string]json.RawMessage{"run_seq": json.RawMessage(`9`)}}}},
 		"invalid field JSON":  {Events: []journal.Event{{Kind: "x:y", Extra: map[string]json.RawMessage{"a": json.RawMessage(`{"a":`)}}}},
@@ -505,8 +506,8 @@ func testInvalid(t *testing.T, h *Harness) {
 	finishBad := map[string]journal.Batch{
 		"no events":         {},
 		"no terminal event": {Events: []journal.Event{callStart(0)}},
-		"terminal not last": {Events: []journal.Event{{Kind: journal.KindRunComplete}, callStart(0)}},
-		"two terminals":     {Events: []journal.Event{{Kind: journal.KindRunError}, {Kind: journal.KindRunComplete}}},
+		"terminal not last": {Events: []journal.Event{{Kind: runevent.RunComplete}, callStart(0)}},
+		"two terminals":     {Events: []journal.Event{{Kind: runevent.RunError}, {Kind: runevent.RunComplete}}},
 	}
 	for name, b := range finishBad {
 		_, err := f.j.Finish(f.ctx, l, b)
@@ -541,7 +542,7 @@ func testNotFound(t *testing.T, h *Harness) {
 	l := journal.Lease{RunID: id, Owner: "w", Epoch: 1, TTL: time.Second}
 	_, err = f.j.Append(f.ctx, l, journal.Batch{Events: []journal.Event{callStart(0)}})
 	wantErr(t, "Append", err, journal.ErrRunNotFound)
-	_, err = f.j.Finish(f.ctx, l, journal.Batch{Events: []journal.Event{{Kind: journal.KindRunComplete}}})
+	_, err = f.j.Finish(f.ctx, l, journal.Batch{Events: []journal.Event{{Kind: runevent.RunComplete}}})
 	wantErr(t, "Finish", err, journal.ErrRunNotFound)
 	_, err = f.j.Renew(f.ctx, l)
 	wantErr(t, "Renew", err, journal.ErrRunNotFound)
@@ -567,7 +568,7 @@ func testFencing(t *testing.T, h *Harness) {
 	// worker-a comes back: every write under its lease is refused.
 	_, err := f.j.Append(f.ctx, a, journal.Batch{Events: []journal.Event{callDone(0)}, Results: []bundle.Result{result(0)}})
 	wantErr(t, "Append under the old lease", err, journal.ErrLeaseLost)
-	_, err = f.j.Finish(f.ctx, a, journal.Batch{Events: []journal.Event{{Kind: journal.KindRunComplete}}})
+	_, err = f.j.Finish(f.ctx, a, journal.Batch{Events: []journal.Event{{Kind: runevent.RunComplete}}})
 	wantErr(t, "Finish under the old lease", err, journal.ErrLeaseLost)
 	_, err = f.j.Renew(f.ctx, a)
 	wantErr(t, "Renew of the old lease", err, journal.ErrLeaseLost)
@@ -723,7 +724,7 @@ func testConcurrentAppend(t *testing.T, h *Harness) {
 		cs, ok1 := journal.CallOf(start)
 		cd, ok2 := journal.CallOf(done)
 		var w int
-		if _, err := start.Field("writer", &w); err != nil || !ok1 || !ok2 || start.Kind != journal.KindCallStart || done.Kind != journal.KindCallDone || cs != cd {
+		if _, err := start.Field("writer", &w); err != nil || !ok1 || !ok2 || start.Kind != runevent.CallStart || done.Kind != runevent.CallDone || cs != cd {
 			t.Fatalf("events %d and %d are not one batch: %s / %s", i+1, i+2, eventJSON(t, start), eventJSON(t, done))
 		}
 		if want := call(w*appends + next[w]); cs != want {
@@ -809,7 +810,7 @@ func testFinish(t *testing.T, h *Harness) {
 	f := setup(t, h)
 	id, l := f.create(t, "w", time.Minute)
 	f.appendOK(t, l, journal.Batch{Events: []journal.Event{callStart(0)}})
-	end := mkEvent(journal.KindRunComplete, map[string]any{"output": map[string]any{"ok": true}})
+	end := mkEvent(runevent.RunComplete, map[string]any{"output": map[string]any{"ok": true}})
 	end.At = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	last, err := f.j.Finish(f.ctx, l, journal.Batch{Events: []journal.Event{callDone(0), end}, Results: []bundle.Result{result(0)}})
 	if err != nil {
@@ -854,9 +855,9 @@ func testFinish(t *testing.T, h *Harness) {
 func testFinishStatuses(t *testing.T, h *Harness) {
 	f := setup(t, h)
 	for kind, want := range map[journal.Kind]journal.Status{
-		journal.KindRunComplete:  journal.StatusComplete,
-		journal.KindRunError:     journal.StatusError,
-		journal.KindRunCancelled: journal.StatusCancelled,
+		runevent.RunComplete:  journal.StatusComplete,
+		runevent.RunError:     journal.StatusError,
+		runevent.RunCancelled: journal.StatusCancelled,
 	} {
 		id, l := f.create(t, "w", 0)
 		e := mkEvent(kind, map[string]any{"code": "write_not_allowed", "message": "m", "stop_key": "tool:toolu_01", "stop_token": nil})
@@ -892,7 +893,7 @@ func testCompletedTTL(t *testing.T, h *Harness) {
 			t.Fatalf("a running run left the live journal")
 		}
 	}
-	if _, err := f.j.Finish(f.ctx, l, journal.Batch{Events: []journal.Event{{Kind: journal.KindRunComplete}}}); err != nil {
+	if _, err := f.j.Finish(f.ctx, l, journal.Batch{Events: []journal.Event{{Kind: runevent.RunComplete}}}); err != nil {
 		t.Fatalf("Finish: %v", err)
 	}
 	if f.h.KeyTTLs != nil {
@@ -932,7 +933,7 @@ func testExpired(t *testing.T, h *Harness) {
 		f.appendOK(t, l, journal.Batch{Events: []journal.Event{e, callDone(n)}, Results: []bundle.Result{result(n)}})
 	}
 	f.appendOK(t, l, journal.Batch{Results: []bundle.Result{{Kind: "tool", Key: "toolu_01", Fingerprint: "f", Error: json.RawMessage(`{"message":"no"}`)}}})
-	end := mkEvent(journal.KindRunError, map[string]any{"code": "runtime_error", "message": "boom", "stop_key": nil, "stop_token": nil})
+	end := mkEvent(runevent.RunError, map[string]any{"code": "runtime_error", "message": "boom", "stop_key": nil, "stop_token": nil})
 	if _, err := f.j.Finish(f.ctx, l, journal.Batch{Events: []journal.Event{end}}); err != nil {
 		t.Fatalf("Finish: %v", err)
 	}
@@ -1027,7 +1028,7 @@ func testCancelled(t *testing.T, h *Harness) {
 	wantErr(t, "Create", err, context.Canceled)
 	_, err = f.j.Append(ctx, l, journal.Batch{Events: []journal.Event{callStart(0)}})
 	wantErr(t, "Append", err, context.Canceled)
-	_, err = f.j.Finish(ctx, l, journal.Batch{Events: []journal.Event{{Kind: journal.KindRunComplete}}})
+	_, err = f.j.Finish(ctx, l, journal.Batch{Events: []journal.Event{{Kind: runevent.RunComplete}}})
 	wantErr(t, "Finish", err, context.Canceled)
 	_, err = f.j.Meta(ctx, id)
 	wantErr(t, "Meta", err, context.Canceled)

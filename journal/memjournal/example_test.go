@@ -9,6 +9,7 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/memjournal"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // Example records a run of one call the way the runtime does: Create takes
@@ -27,8 +28,8 @@ func Example() {
 		panic(err)
 	}
 	call := journal.Call{Kind: "step", Key: "quote:0", Fingerprint: "9f2c", Effect: "read"}
-	start, _ := journal.NewEvent(journal.KindCallStart, map[string]any{"call": call, "input": map[string]string{"sku": "SKU-42"}})
-	done, _ := journal.NewEvent(journal.KindCallDone, map[string]any{"call": call})
+	start, _ := journal.NewEvent(runevent.CallStart, map[string]any{"call": call, "input": map[string]string{"sku": "SKU-42"}})
+	done, _ := journal.NewEvent(runevent.CallDone, map[string]any{"call": call})
 	if _, err := j.Append(ctx, lease, journal.Batch{Events: []journal.Event{start}}); err != nil {
 		panic(err)
 	}
@@ -38,7 +39,7 @@ func Example() {
 	}); err != nil {
 		panic(err)
 	}
-	end, _ := journal.NewEvent(journal.KindRunComplete, nil)
+	end, _ := journal.NewEvent(runevent.RunComplete, nil)
 	last, err := j.Finish(ctx, lease, journal.Batch{Events: []journal.Event{end}})
 	if err != nil {
 		panic(err)

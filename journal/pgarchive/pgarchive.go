@@ -11,7 +11,8 @@
 // A database without the schema makes every call fail with ErrNotMigrated,
 // whose message tells the user to run `pyrula db migrate`.
 //
-// pgarchive imports journal and bundle, nothing else of the project.
+// pgarchive imports journal, bundle and internal/pgmigrate (its migrations),
+// nothing else of the project.
 package pgarchive
 
 import (

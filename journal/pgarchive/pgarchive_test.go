@@ -18,6 +18,7 @@ import (
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/internal/archivetest"
 	"github.com/pyrula/caseworker/journal/pgarchive"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -185,12 +186,12 @@ func finishedRun(t *testing.T, ns, id string, n int) *journal.Run {
 		Status: journal.StatusComplete, LastSeq: int64(n), LeaseOwner: "w", LeaseEpoch: 1, CreatedAt: at, FinishedAt: at.Add(time.Second),
 	}}
 	for i := 1; i <= n; i++ {
-		kind := journal.KindCallStart
+		kind := runevent.CallStart
 		switch i {
 		case 1:
-			kind = journal.KindRunSubmitted
+			kind = runevent.RunSubmitted
 		case n:
-			kind = journal.KindRunComplete
+			kind = runevent.RunComplete
 		}
 		r.Events = append(r.Events, journal.Event{RunSeq: int64(i), Kind: kind, At: at, Extra: map[string]json.RawMessage{"i": json.RawMessage(`"é<&>"`)}})
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/pyrula/caseworker/journal/internal/archivetest"
 	"github.com/pyrula/caseworker/journal/resolve"
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -28,7 +29,7 @@ func finishRun(t *testing.T, ctx context.Context, j journal.Journal, id string) 
 	if err != nil {
 		t.Fatalf("Create %s: %v", id, err)
 	}
-	if _, err := j.Finish(ctx, l, journal.Batch{Events: []journal.Event{{Kind: journal.KindRunComplete}}}); err != nil {
+	if _, err := j.Finish(ctx, l, journal.Batch{Events: []journal.Event{{Kind: runevent.RunComplete}}}); err != nil {
 		t.Fatalf("Finish %s: %v", id, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/internal/archivetest"
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // benchCalls is the size of a benchmarked run.
@@ -26,8 +27,8 @@ func newBenchRun() *benchRun {
 	r := &benchRun{}
 	for n := range benchCalls {
 		c := journal.Call{Kind: "step", Key: fmt.Sprintf("quote:%d", n), Fingerprint: fmt.Sprintf("%064x", n), Effect: "read"}
-		s, _ := journal.NewEvent(journal.KindCallStart, map[string]any{"call": c, "input": map[string]any{"sku": "SKU-42", "qty": n}})
-		d, _ := journal.NewEvent(journal.KindCallDone, map[string]any{"call": c})
+		s, _ := journal.NewEvent(runevent.CallStart, map[string]any{"call": c, "input": map[string]any{"sku": "SKU-42", "qty": n}})
+		d, _ := journal.NewEvent(runevent.CallDone, map[string]any{"call": c})
 		r.starts = append(r.starts, s)
 		r.dones = append(r.dones, d)
 		r.results = append(r.results, bundle.Result{Kind: string(c.Kind), Key: c.Key, Fingerprint: c.Fingerprint,
@@ -181,7 +182,7 @@ func BenchmarkRun(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	end, _ := journal.NewEvent(journal.KindRunComplete, nil)
+	end, _ := journal.NewEvent(runevent.RunComplete, nil)
 	if _, err := j.Finish(ctx, lease, journal.Batch{Events: []journal.Event{end}}); err != nil {
 		b.Fatal(err)
 	}

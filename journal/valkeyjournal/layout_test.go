@@ -15,6 +15,7 @@ import (
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/internal/archivetest"
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 func TestKeys(t *testing.T) {
@@ -44,7 +45,7 @@ func TestLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start, _ := journal.NewEvent(journal.KindCallStart, map[string]any{"call": journal.Call{Kind: "step", Key: "quote:0", Fingerprint: "ab", Effect: "read"}, "input": map[string]int{"n": 1}})
+	start, _ := journal.NewEvent(runevent.CallStart, map[string]any{"call": journal.Call{Kind: "step", Key: "quote:0", Fingerprint: "ab", Effect: "read"}, "input": map[string]int{"n": 1}})
 	res := bundle.Result{Kind: "step", Key: "quote:0", Fingerprint: "ab", Result: json.RawMessage(`{"price": 10}`)}
 	if _, err := j.Append(ctx, lease, journal.Batch{Events: []journal.Event{start}, Results: []bundle.Result{res}}); err != nil {
 		t.Fatal(err)
@@ -131,7 +132,7 @@ func TestFinishArchiveDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = j.Finish(ctx, lease, journal.Batch{Events: []journal.Event{{Kind: journal.KindRunComplete}}})
+	_, err = j.Finish(ctx, lease, journal.Batch{Events: []journal.Event{{Kind: runevent.RunComplete}}})
 	if !errors.Is(err, errDown) {
 		t.Fatalf("Finish with the archive down: %v, want its error", err)
 	}

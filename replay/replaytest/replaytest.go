@@ -17,6 +17,7 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/replay"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // Target is the workflow's name: N read steps fetch:0 … fetch:N-1.
@@ -98,7 +99,7 @@ func WriteBundle(ctx context.Context, reg *flow.Registry, dir string, n int) (st
 			return "", err
 		}
 		history = append(history, raw)
-		if ev.Kind == flow.EventRunStart {
+		if ev.Kind == runevent.RunStart {
 			recInputs = ev.Inputs
 		}
 	}
@@ -113,7 +114,7 @@ func WriteBundle(ctx context.Context, reg *flow.Registry, dir string, n int) (st
 	}
 	starts := map[string]start{}
 	for _, ev := range log.Events("rec") {
-		if ev.Kind == flow.EventCallStart && ev.Call != nil && ev.RunSeq > fork {
+		if ev.Kind == runevent.CallStart && ev.Call != nil && ev.RunSeq > fork {
 			starts[ev.Call.ID()] = start{ev.Input, ev.RunSeq}
 		}
 	}

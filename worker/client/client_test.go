@@ -15,6 +15,7 @@ import (
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
 	"github.com/pyrula/caseworker/memvalkey"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 	"github.com/pyrula/caseworker/worker/client"
 )
 
@@ -169,9 +170,9 @@ func TestFollow(t *testing.T) {
 		}
 		go func() {
 			time.Sleep(200 * time.Millisecond)
-			j.Append(ctx, lease, journal.Batch{Events: []journal.Event{ev(journal.KindRunStart, nil)}})
+			j.Append(ctx, lease, journal.Batch{Events: []journal.Event{ev(runevent.RunStart, nil)}})
 			time.Sleep(200 * time.Millisecond)
-			j.Finish(ctx, lease, journal.Batch{Events: []journal.Event{ev(journal.KindRunError, map[string]any{"code": "prefix_diverged"})}})
+			j.Finish(ctx, lease, journal.Batch{Events: []journal.Event{ev(runevent.RunError, map[string]any{"code": "prefix_diverged"})}})
 		}()
 		var kinds []journal.Kind
 		end, err := cl.Follow(ctx, valkeyjournal.EventsKey(ns, "r1"), func(e journal.Event) error {
@@ -181,7 +182,7 @@ func TestFollow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if end.Status != journal.StatusError || end.Code != messages.PrefixDiverged || len(kinds) != 3 || kinds[2] != journal.KindRunError {
+		if end.Status != journal.StatusError || end.Code != messages.PrefixDiverged || len(kinds) != 3 || kinds[2] != runevent.RunError {
 			t.Fatalf("end %+v after %v", end, kinds)
 		}
 		// A suspended run ends the follow with no terminal event.
@@ -193,7 +194,7 @@ func TestFollow(t *testing.T) {
 			t.Fatal(err)
 		}
 		end, err = cl.Follow(ctx, valkeyjournal.EventsKey(ns, "r2"), func(journal.Event) error { return nil })
-		if err != nil || end.Status != journal.StatusSuspended || end.Last.Kind != journal.KindRunSubmitted {
+		if err != nil || end.Status != journal.StatusSuspended || end.Last.Kind != runevent.RunSubmitted {
 			t.Fatalf("suspended run: end %+v, %v", end, err)
 		}
 		// fn's error stops Follow.

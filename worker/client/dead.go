@@ -14,6 +14,7 @@ import (
 
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 // The errors of the dead-letter functions. Test with errors.Is; the
@@ -334,7 +335,7 @@ func (c *Client) deadLetters(ctx context.Context, kind DeadKind, marks string, e
 		}
 		if len(evs) == 1 {
 			var sub submitted
-			if json.Unmarshal([]byte(evs[0].FieldValues["event"]), &sub) == nil && sub.Kind == string(journal.KindRunSubmitted) {
+			if json.Unmarshal([]byte(evs[0].FieldValues["event"]), &sub) == nil && sub.Kind == string(runevent.RunSubmitted) {
 				letters[i].MessageID, letters[i].Type = sub.MessageID, messages.MessageType(sub.MessageType)
 			}
 		}
@@ -496,7 +497,7 @@ func (c *Client) runSubmission(ctx context.Context, j journal.Journal, runID str
 		return s, fmt.Errorf("client: read run %s: %w", runID, err)
 	}
 	s.meta = r.Meta
-	if len(r.Events) == 0 || r.Events[0].Kind != journal.KindRunSubmitted {
+	if len(r.Events) == 0 || r.Events[0].Kind != runevent.RunSubmitted {
 		return s, nil
 	}
 	sub := r.Events[0]

@@ -14,6 +14,7 @@ import (
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 	"github.com/pyrula/caseworker/worker/client"
 )
 
@@ -298,7 +299,7 @@ func TestDeadLetterRuns(t *testing.T) {
 			if !finish {
 				return
 			}
-			ev, err := journal.NewEvent(journal.KindRunError, map[string]any{"code": "runtime_error", "message": "dead-lettered"})
+			ev, err := journal.NewEvent(runevent.RunError, map[string]any{"code": "runtime_error", "message": "dead-lettered"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/memvalkey"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 	"github.com/pyrula/caseworker/worker"
 	"github.com/pyrula/caseworker/worker/client"
 )
@@ -61,7 +62,7 @@ func Example() {
 		panic(err)
 	}
 	end, err := cl.Follow(ctx, run.Events, func(ev journal.Event) error {
-		if ev.Kind == journal.KindRunStart || journal.IsTerminal(ev.Kind) {
+		if ev.Kind == runevent.RunStart || journal.IsTerminal(ev.Kind) {
 			fmt.Println("event:", ev.Kind)
 		}
 		return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
 	"github.com/pyrula/caseworker/worker/client"
 )
 
@@ -263,7 +264,7 @@ func TestPendingRuns(t *testing.T) {
 		create("run_dead", "pod-b/4d5e6f", 50*time.Millisecond)
 		create("run_free", "", 0)
 		done := create("run_done", "pod-a/1a2b3c", time.Hour)
-		ev, err := journal.NewEvent(journal.KindRunError, map[string]any{"code": "runtime_error", "message": "failed"})
+		ev, err := journal.NewEvent(runevent.RunError, map[string]any{"code": "runtime_error", "message": "failed"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,7 +21,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
-	"github.com/pyrula/caseworker/bundle/canonjson"
+	"github.com/pyrula/caseworker/canonjson"
 )
 
 // Decode sets *dst, which must hold its type's zero value, from data, one

@@ -54,9 +54,11 @@ func (o Options) Defaults() (Options, error) {
 	return o, journal.CheckNamespace(o.Namespace)
 }
 
-// Event is an event ready to be appended: its canonical JSON cut where the
-// run_seq digits go.
-type Event struct {
+// AppendRecord is one event encoded for an append, not an event: the
+// event's canonical JSON cut where the run_seq digits go (a backend assigns
+// the sequence number as it stores it), with the kind, stamp and expected
+// run_seq the backend checks.
+type AppendRecord struct {
 	// Kind is the event's kind.
 	Kind journal.Kind
 	// At is the event's stamp, as written.
@@ -69,7 +71,7 @@ type Event struct {
 }
 
 // JSON is the event's bytes once it has run_seq seq.
-func (e Event) JSON(seq int64) []byte {
+func (e AppendRecord) JSON(seq int64) []byte {
 	out := make([]byte, 0, len(e.Head)+20+len(e.Tail))
 	out = append(out, e.Head...)
 	out = strconv.AppendInt(out, seq, 10)
@@ -87,7 +89,7 @@ type Result struct {
 // Batch is a checked and encoded journal.Batch.
 type Batch struct {
 	// Events are the batch's events, in order.
-	Events []Event
+	Events []AppendRecord
 	// Results are the batch's result records.
 	Results []Result
 	// Status is the terminal status of a Finish batch, "" for Append.
@@ -103,7 +105,7 @@ func PrepareBatch(b journal.Batch, finish bool, now time.Time) (Batch, error) {
 	if finish && (len(b.Events) == 0 || !journal.IsTerminal(b.Events[len(b.Events)-1].Kind)) {
 		return p, fmt.Errorf("%w: Finish needs a terminal event (run:complete, run:error or run:cancelled) last", journal.ErrInvalid)
 	}
-	p.Events = make([]Event, len(b.Events))
+	p.Events = make([]AppendRecord, len(b.Events))
 	for i, e := range b.Events {
 		last := i == len(b.Events)-1
 		switch {
@@ -112,7 +114,7 @@ func PrepareBatch(b journal.Batch, finish bool, now time.Time) (Batch, error) {
 				return p, fmt.Errorf("%w: a terminal %s event can only be the last event of Finish", journal.ErrInvalid, e.Kind)
 			}
 			return p, fmt.Errorf("%w: a terminal %s event can only be written by Finish", journal.ErrInvalid, e.Kind)
-		case e.Kind == journal.KindRunSubmitted:
+		case e.Kind == runevent.RunSubmitted:
 			return p, fmt.Errorf("%w: run:submitted is written by Create only", journal.ErrInvalid)
 		case e.RunSeq < 0:
 			return p, fmt.Errorf("%w: negative run_seq %d", journal.ErrInvalid, e.RunSeq)
@@ -127,7 +129,7 @@ func PrepareBatch(b journal.Batch, finish bool, now time.Time) (Batch, error) {
 		if err != nil {
 			return p, fmt.Errorf("%w: event %d of the batch: %w", journal.ErrInvalid, i, err)
 		}
-		p.Events[i] = Event{Kind: e.Kind, At: at, Expect: e.RunSeq, Head: head, Tail: tail}
+		p.Events[i] = AppendRecord{Kind: e.Kind, At: at, Expect: e.RunSeq, Head: head, Tail: tail}
 		if finish && last {
 			p.Status, _ = journal.TerminalStatus(e.Kind)
 			p.FinishedAt = at
@@ -180,7 +182,7 @@ func PrepareCreate(p journal.CreateParams, now time.Time, leaseTTL time.Duration
 		at = now
 	}
 	at = wire.Truncate(at)
-	ev := journal.Event{RunSeq: 1, Kind: journal.KindRunSubmitted, At: at, Extra: make(map[string]json.RawMessage, len(p.Fields)+1)}
+	ev := journal.Event{RunSeq: 1, Kind: runevent.RunSubmitted, At: at, Extra: make(map[string]json.RawMessage, len(p.Fields)+1)}
 	for k, v := range p.Fields {
 		if k == "target_name" {
 			return c, fmt.Errorf("%w: field target_name of run:submitted is set by Create", journal.ErrInvalid)

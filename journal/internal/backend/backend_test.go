@@ -7,12 +7,13 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/runevent"
 )
 
 func BenchmarkPrepareBatch(b *testing.B) {
 	c := journal.Call{Kind: "step", Key: "quote:1", Fingerprint: fmt.Sprintf("%064x", 1), Effect: "read"}
-	s, _ := journal.NewEvent(journal.KindCallStart, map[string]any{"call": c, "input": map[string]any{"sku": "SKU-42", "qty": 1}})
-	d, _ := journal.NewEvent(journal.KindCallDone, map[string]any{"call": c})
+	s, _ := journal.NewEvent(runevent.CallStart, map[string]any{"call": c, "input": map[string]any{"sku": "SKU-42", "qty": 1}})
+	d, _ := journal.NewEvent(runevent.CallDone, map[string]any{"call": c})
 	r := bundle.Result{Kind: string(c.Kind), Key: c.Key, Fingerprint: c.Fingerprint, Result: []byte(`{"price":1.25,"currency":"EUR"}`)}
 	now := time.Now()
 	b.ReportAllocs()

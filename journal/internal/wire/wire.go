@@ -5,7 +5,7 @@
 // these bytes, so that a run read from Valkey and the same run read from
 // the archive are byte-for-byte equal.
 //
-// wire imports bundle, bundle/canonjson and runevent, and nothing else of
+// wire imports bundle, canonjson and runevent, and nothing else of
 // the project (in particular not journal, which imports it).
 package wire
 
@@ -25,7 +25,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/pyrula/caseworker/bundle"
-	"github.com/pyrula/caseworker/bundle/canonjson"
+	"github.com/pyrula/caseworker/canonjson"
 	"github.com/pyrula/caseworker/runevent"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/pyrula/caseworker/bundle"
-	"github.com/pyrula/caseworker/bundle/canonjson"
+	"github.com/pyrula/caseworker/canonjson"
 )
 
 func TestResultRecord(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/pyrula/caseworker/bundle/canonjson"
+	"github.com/pyrula/caseworker/canonjson"
 )
 
 // pythonCanon is the program behind FuzzCanonicalizePython: the hash's

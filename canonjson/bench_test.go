@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/pyrula/caseworker/bundle/canonjson"
+	"github.com/pyrula/caseworker/canonjson"
 )
 
 var (
