@@ -16,6 +16,7 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/cli/internal/htmlreport"
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/internal/redact"
 	"github.com/pyrula/caseworker/llm/resolve"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
@@ -400,7 +401,7 @@ func writeCompareTable(w io.Writer, arms []compareArm, line comparisonLine) erro
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "arm %d:\n", i+1)
 		if o.Code != "" {
-			field(w, "  ", "stopped", o.Code+": "+Redact(oneLine(o.Message)))
+			field(w, "  ", "stopped", o.Code+": "+redact.Secrets(oneLine(o.Message)))
 		}
 		if vs := s.VsFirst; vs != nil {
 			what := countsText(vs.Calls)

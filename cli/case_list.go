@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/internal/redact"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/store"
 )
@@ -106,7 +107,7 @@ func listOne(ctx context.Context, s store.Store, info store.Info) (listLine, err
 		if e == nil || ctx.Err() != nil {
 			return line, fmt.Errorf("list %s: %w", s.Identity(), err)
 		}
-		line.Error = string(e.Code) + ": " + Redact(oneLine(cmp.Or(e.Message, err.Error())))
+		line.Error = string(e.Code) + ": " + redact.Secrets(oneLine(cmp.Or(e.Message, err.Error())))
 		return line, nil
 	}
 	m := cb.Manifest()

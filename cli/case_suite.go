@@ -21,6 +21,7 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/cli/internal/htmlreport"
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/internal/redact"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/store"
@@ -327,7 +328,7 @@ func (a *app) testCase(ctx context.Context, c suiteCase, s store.Store, f caseTe
 			line.Code = strp(string(e.Code))
 			msg = cmp.Or(e.Message, msg)
 		}
-		line.Message = strp(Redact(oneLine(msg)))
+		line.Message = strp(redact.Secrets(oneLine(msg)))
 		return line
 	}
 	var cb *bundle.Canonical
@@ -374,7 +375,7 @@ func (a *app) testCase(ctx context.Context, c suiteCase, s store.Store, f caseTe
 		line.Reason = strp(o.Reason)
 	}
 	if o.Message != "" {
-		line.Message = strp(Redact(oneLine(o.Message)))
+		line.Message = strp(redact.Secrets(oneLine(o.Message)))
 	}
 	if len(o.StopKey) > 0 {
 		line.StopKey = o.StopKey

@@ -26,6 +26,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/internal/redact"
 	"github.com/pyrula/caseworker/messages"
 )
 
@@ -163,7 +164,7 @@ func errorLine(w io.Writer, msg string) {
 // bytes: each invalid sequence becomes U+FFFD), on one line, with
 // passwords redacted.
 func errorText(msg string) string {
-	return Redact(oneLine(validText(msg)))
+	return redact.Secrets(oneLine(validText(msg)))
 }
 
 // validText is s with each invalid UTF-8 sequence replaced by U+FFFD.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/internal/fuzztext"
+	"github.com/pyrula/caseworker/internal/redact"
 	"github.com/pyrula/caseworker/messages"
 )
 
@@ -92,7 +93,7 @@ func fuzzKeepModel(s string) (map[string]bool, int) {
 	return hashes, 0
 }
 
-// FuzzRedact: whatever text surrounds it, Redact never shows the password
+// FuzzRedact: whatever text surrounds it, redact.Secrets never shows the password
 // of a URL with user info (net/url parses it, with that password), nor the
 // value of a password, secret or token parameter of a query string or a
 // keyword/value DSN: its output is the same whatever the password is.
@@ -134,7 +135,7 @@ func FuzzRedact(f *testing.F) {
 			return // the change made or unmade a word that redaction looks for
 		}
 		a, b = prefix+a+suffix, prefix+b+suffix
-		if ra, rb := Redact(a), Redact(b); ra != rb {
+		if ra, rb := redact.Secrets(a), redact.Secrets(b); ra != rb {
 			t.Fatalf("Redact shows the password:\n%q → %q\n%q → %q", a, ra, b, rb)
 		}
 	})

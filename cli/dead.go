@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/valkey-io/valkey-go"
 
+	"github.com/pyrula/caseworker/internal/redact"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/worker/client"
@@ -121,7 +122,7 @@ the message that submitted it, read from the run's journal in Valkey
 			return a.withDead(ctx, false, func(cl *client.Client, _ journal.Journal) error {
 				var letters []client.DeadLetter
 				err := cl.DeadLetters(ctx, deadKind(runs), func(l client.DeadLetter) error {
-					l.Reason = Redact(l.Reason)
+					l.Reason = redact.Secrets(l.Reason)
 					if format == formatTable {
 						letters = append(letters, l)
 						return nil
@@ -173,14 +174,14 @@ func writeDeadTable(w io.Writer, runs bool, letters []client.DeadLetter) error {
 	return t.writeTo(w)
 }
 
-// redactRaw is raw JSON with the passwords Redact finds hidden (an error
+// redactRaw is raw JSON with the passwords redact.Secrets finds hidden (an error
 // reply's message, a run:error's, may quote a URL), as long as that leaves
 // it JSON.
 func redactRaw(raw json.RawMessage) json.RawMessage {
 	if len(raw) == 0 {
 		return raw
 	}
-	if r := json.RawMessage(Redact(string(raw))); json.Valid(r) {
+	if r := json.RawMessage(redact.Secrets(string(raw))); json.Valid(r) {
 		return r
 	}
 	return raw
@@ -243,7 +244,7 @@ prints one warning line on stderr.`,
 				if err != nil {
 					return deadError("show", err)
 				}
-				d.Reason = Redact(d.Reason)
+				d.Reason = redact.Secrets(d.Reason)
 				d.Reply, d.RedriveReply, d.Terminal = redactRaw(d.Reply), redactRaw(d.RedriveReply), redactRaw(d.Terminal)
 				out := deadShowOut{DeadLetterDetail: d, BodyBytes: len(d.Body)}
 				var obj map[string]json.RawMessage

@@ -14,6 +14,7 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/journallog"
+	"github.com/pyrula/caseworker/internal/redact"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/capture"
 	"github.com/pyrula/caseworker/journal/memjournal"
@@ -174,7 +175,7 @@ func (a *app) dev(ctx context.Context, target, runID, dir string, inputs map[str
 		return fmt.Errorf("dev: %w", err)
 	}
 	res := devOutput{
-		RunID: out.RunID, Status: out.Status, Result: out.Result, Code: out.Code, Message: Redact(oneLine(out.Message)),
+		RunID: out.RunID, Status: out.Status, Result: out.Result, Code: out.Code, Message: redact.Secrets(oneLine(out.Message)),
 		LastSeq: out.LastSeq, Case: casePath, FixtureHash: cb.Hash(), Events: eventsPath,
 	}
 	if forkAt != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/valkey-io/valkey-go"
 
+	"github.com/pyrula/caseworker/internal/redact"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
@@ -254,7 +255,7 @@ func writeReplyLine(w io.Writer, r messages.Reply) error {
 		line += " " + string(r.Code)
 	}
 	if r.Message != "" {
-		line += ": " + Redact(oneLine(r.Message))
+		line += ": " + redact.Secrets(oneLine(r.Message))
 	}
 	if len(r.Result) > 0 {
 		line += " " + rawText(r.Result)
@@ -320,7 +321,7 @@ func (s *followSummary) event(w io.Writer, e journal.Event, raw []byte) error {
 	case runevent.RunError:
 		line += "  " + ev.Code
 		if ev.Message != "" {
-			line += ": " + Redact(oneLine(ev.Message))
+			line += ": " + redact.Secrets(oneLine(ev.Message))
 		}
 		s.divergence, s.message = ev.Divergence, ev.Message
 	case runevent.CaseOutcome:
@@ -358,7 +359,7 @@ func (s *followSummary) write(w io.Writer, runID string, end client.End) error {
 		}
 		field(w, "", "status", status)
 		if s.message != "" {
-			field(w, "", "message", Redact(oneLine(s.message)))
+			field(w, "", "message", redact.Secrets(oneLine(s.message)))
 		}
 	}
 	switch {

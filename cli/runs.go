@@ -17,6 +17,7 @@ import (
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/journallog"
 	"github.com/pyrula/caseworker/internal/dbschema"
+	"github.com/pyrula/caseworker/internal/redact"
 	"github.com/pyrula/caseworker/internal/valkeyconn"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/capture"
@@ -361,7 +362,7 @@ func (a *app) valkeyClient() (valkey.Client, error) {
 	}
 	c, err := valkey.NewClient(opt)
 	if err != nil {
-		return nil, fmt.Errorf("connect to Valkey at %s (%s): %w", Redact(url), envValkeyURL, err)
+		return nil, fmt.Errorf("connect to Valkey at %s (%s): %w", redact.Secrets(url), envValkeyURL, err)
 	}
 	return c, nil
 }

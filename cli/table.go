@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/internal/redact"
 	"github.com/pyrula/caseworker/replay"
 )
 
@@ -229,7 +230,7 @@ func writeOutcome(w io.Writer, o replay.Outcome, indent string) {
 	}
 	field(w, indent, "status", status)
 	if o.Message != "" {
-		field(w, indent, "message", Redact(oneLine(o.Message)))
+		field(w, indent, "message", redact.Secrets(oneLine(o.Message)))
 	}
 	if stop := rawString(o.StopKey); stop != "" {
 		if token := rawString(o.StopToken); token != "" {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/internal/redact"
 	"github.com/pyrula/caseworker/messages"
 )
 
@@ -234,7 +235,7 @@ func CheckBinding(s Store, expected string) error {
 	if err != nil {
 		return &messages.Error{
 			Code:    messages.BindingMismatch,
-			Message: fmt.Sprintf("expected fixture store %q is not a store URL; the opened store is %s", Redact(expected), got),
+			Message: fmt.Sprintf("expected fixture store %q is not a store URL; the opened store is %s", redact.Secrets(expected), got),
 			Err:     err,
 		}
 	}

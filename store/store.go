@@ -1,12 +1,12 @@
 // Package store owns the fixture store interface that every backend
 // implements, its errors, and what is built once on top of any backend:
 // verified reads (Get), saves of a canonical bundle (Save), garbage collection
-// (GC), the parsing and normalisation of store URLs (ParseURL, Redact) and the
+// (GC), the parsing and normalisation of store URLs (ParseURL; errors show URLs through redact.Secrets) and the
 // binding check (CheckBinding). Backends live in sub-packages (store/memstore,
 // store/filestore, …); store/resolve picks one from a URL; store/storetest is
 // the conformance suite every backend runs.
 //
-// store imports bundle and messages, nothing else of the project.
+// store imports bundle, messages and internal/redact, nothing else of the project.
 package store
 
 import (

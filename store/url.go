@@ -1,15 +1,15 @@
 package store
 
 import (
-	"cmp"
 	"fmt"
 	"net"
 	"net/url"
 	"path"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
+
+	"github.com/pyrula/caseworker/internal/redact"
 )
 
 // Schemes of fixture store URLs, as Location.Scheme holds them.
@@ -56,7 +56,7 @@ type Location struct {
 //   - An s3 URL with user info, or with a query parameter that looks like a
 //     credential, is refused: credentials come from the AWS SDK chain.
 //
-// Errors wrap ErrInvalidURL and show the URL redacted (see Redact).
+// Errors wrap ErrInvalidURL and show the URL redacted (redact.Secrets).
 func ParseURL(raw string) (Location, error) {
 	s := strings.TrimSpace(raw)
 	if s == "" {
@@ -81,7 +81,7 @@ func ParseURL(raw string) (Location, error) {
 	default:
 		return Location{}, invalidURL(s, fmt.Sprintf(
 			"unknown scheme %q (want memory:, file://, postgres://, postgresql:// or s3://; write ./%s for a relative path)",
-			scheme, Redact(s)))
+			scheme, redact.Secrets(s)))
 	}
 }
 
@@ -105,7 +105,7 @@ func splitScheme(s string) (scheme, rest string, ok bool) {
 }
 
 func invalidURL(raw, reason string) error {
-	return fmt.Errorf("%w %q: %s", ErrInvalidURL, Redact(raw), reason)
+	return fmt.Errorf("%w %q: %s", ErrInvalidURL, redact.Secrets(raw), reason)
 }
 
 // dsnRE matches the start of a keyword/value postgres DSN ("host=… dbname=…").
@@ -212,9 +212,6 @@ func parseS3URL(s string) (Location, error) {
 	return Location{Scheme: SchemeS3, Identity: id.String()}, nil
 }
 
-// redacted replaces a secret in Redact's output.
-const redacted = "xxxxx"
-
 // secretKey reports whether a query or DSN parameter name looks like it
 // holds a credential.
 func secretKey(k string) bool {
@@ -225,62 +222,4 @@ func secretKey(k string) bool {
 		}
 	}
 	return false
-}
-
-// dsnSecretRE matches a secret in a keyword/value DSN ("password=…").
-var dsnSecretRE = regexp.MustCompile(`(?i)\b(password|passwd|secret[a-z_]*|[a-z_]*token|sslkey)\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
-
-// Redact returns raw with everything that may be a credential replaced by
-// "xxxxx": the user info of a URL (user and password, everything up to the
-// last "@" after "://"), the values of query parameters whose names look like
-// credentials (password, secret, token, key, …), and password=… in a
-// keyword/value DSN. It works on text that does not parse as a URL too, and
-// may redact more than needed, never less. Use it wherever a store URL could
-// be printed.
-func Redact(raw string) string {
-	i := strings.Index(raw, "://")
-	if i < 0 {
-		return dsnSecretRE.ReplaceAllString(raw, "${1}="+redacted)
-	}
-	head, rest := raw[:i+3], raw[i+3:]
-	// The spans of rest to hide: the user info, then the values of secret
-	// query parameters, both of the query after the user info and of one
-	// starting before it (an '@' in a query value is not the end of the
-	// user info: the value is hidden past it).
-	var hide [][2]int
-	at := strings.LastIndex(rest, "@")
-	if at >= 0 {
-		hide = append(hide, [2]int{0, at})
-	}
-	for _, from := range []int{0, at + 1} {
-		q := strings.IndexByte(rest[from:], '?')
-		if q < 0 {
-			continue
-		}
-		off := from + q + 1
-		query, _, _ := strings.Cut(rest[off:], "#")
-		for _, p := range strings.Split(query, "&") {
-			k, _, ok := strings.Cut(p, "=")
-			if name, err := url.QueryUnescape(k); ok && (err != nil || secretKey(name)) {
-				hide = append(hide, [2]int{off + len(k) + 1, off + len(p)})
-			}
-			off += len(p) + 1
-		}
-	}
-	slices.SortFunc(hide, func(a, b [2]int) int { return cmp.Compare(a[0], b[0]) })
-	var b strings.Builder
-	b.WriteString(head)
-	end := 0 // rest[:end] is written
-	for j := 0; j < len(hide); j++ {
-		start, stop := hide[j][0], hide[j][1]
-		for j+1 < len(hide) && hide[j+1][0] <= stop { // overlapping or touching spans are one
-			stop = max(stop, hide[j+1][1])
-			j++
-		}
-		b.WriteString(rest[end:start])
-		b.WriteString(redacted)
-		end = stop
-	}
-	b.WriteString(rest[end:])
-	return b.String()
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pyrula/caseworker/internal/fuzztext"
+	"github.com/pyrula/caseworker/internal/redact"
 	"github.com/pyrula/caseworker/store"
 )
 
@@ -99,7 +100,7 @@ func FuzzURLCredentials(f *testing.F) {
 		if fuzztext.Keywords(a) != fuzztext.Keywords(b) {
 			return // the change made or unmade a word that redaction looks for
 		}
-		if ra, rb := store.Redact(a), store.Redact(b); ra != rb {
+		if ra, rb := redact.Secrets(a), redact.Secrets(b); ra != rb {
 			t.Fatalf("Redact shows the password:\n%q → %q\n%q → %q", a, ra, b, rb)
 		}
 		la, ea := store.ParseURL(a)

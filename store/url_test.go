@@ -112,27 +112,6 @@ func TestParseURLErrors(t *testing.T) {
 	}
 }
 
-func TestRedact(t *testing.T) {
-	t.Parallel()
-	tests := []struct{ in, want string }{
-		{"postgres://u:secret@host:5432/db", "postgres://xxxxx@host:5432/db"},
-		{"postgres://u:p@ss/w?rd@host/db", "postgres://xxxxx@host/db"},
-		{"postgres://host/db?sslmode=require&password=secret", "postgres://host/db?sslmode=require&password=xxxxx"},
-		{"s3://KEY:secret@bucket/p?region=eu&aws_secret_access_key=secret#f", "s3://xxxxx@bucket/p?region=eu&aws_secret_access_key=xxxxx#f"},
-		{"s3://bucket/p?X-Amz-Signature=abc&X-Amz-Security-Token=def", "s3://bucket/p?X-Amz-Signature=xxxxx&X-Amz-Security-Token=xxxxx"},
-		{"host=h dbname=d password=secret sslmode=require", "host=h dbname=d password=xxxxx sslmode=require"},
-		{"host=h password='a b\\' c' user=u", "host=h password=xxxxx user=u"},
-		{"file:///srv/cases", "file:///srv/cases"},
-		{"memory:", "memory:"},
-		{"/srv/cases", "/srv/cases"},
-	}
-	for _, tc := range tests {
-		if got := store.Redact(tc.in); got != tc.want {
-			t.Errorf("Redact(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
-
 func TestFileIdentity(t *testing.T) {
 	t.Parallel()
 	for dir, want := range map[string]string{

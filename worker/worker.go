@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/internal/redact"
 	"github.com/pyrula/caseworker/internal/valkeyconn"
 	"github.com/pyrula/caseworker/journal"
 	jresolve "github.com/pyrula/caseworker/journal/resolve"
@@ -196,7 +197,7 @@ func (w *Worker) open(ctx context.Context) error {
 		}
 		c, err := valkey.NewClient(opt)
 		if err != nil {
-			return fmt.Errorf("worker: connect to Valkey at %s (PYRULA_VALKEY_URL): %w", store.Redact(w.cfg.ValkeyURL), err)
+			return fmt.Errorf("worker: connect to Valkey at %s (PYRULA_VALKEY_URL): %w", redact.Secrets(w.cfg.ValkeyURL), err)
 		}
 		w.client, w.ownClient = c, true
 	}

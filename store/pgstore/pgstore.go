@@ -24,7 +24,7 @@
 // only redacted. A database that was never migrated is refused at Open with
 // ErrNotMigrated, whose message says to run `pyrula db migrate`.
 //
-// pgstore imports store, bundle and internal/pgmigrate, nothing else of the
+// pgstore imports store, bundle, internal/pgmigrate and internal/redact, nothing else of the
 // project: its table has migrations of its own, recorded apart from the run
 // archive's (archive.store_migrations), so that store never depends on
 // journal; Open checks for the table and its columns with a query.
@@ -51,6 +51,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/internal/pgmigrate"
+	"github.com/pyrula/caseworker/internal/redact"
 	"github.com/pyrula/caseworker/store"
 )
 
@@ -138,14 +139,14 @@ type Store struct {
 // No error shows the URL's password.
 func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("pgstore: open %s: %w", store.Redact(rawURL), err)
+		return nil, fmt.Errorf("pgstore: open %s: %w", redact.Secrets(rawURL), err)
 	}
 	loc, err := store.ParseURL(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: open: %w", err)
 	}
 	if loc.Scheme != store.SchemePostgres {
-		return nil, fmt.Errorf("pgstore: open: %w %q: not a postgres:// or postgresql:// URL", store.ErrInvalidURL, store.Redact(rawURL))
+		return nil, fmt.Errorf("pgstore: open: %w %q: not a postgres:// or postgresql:// URL", store.ErrInvalidURL, redact.Secrets(rawURL))
 	}
 	s := &Store{identity: loc.Identity, now: opts.Now, maxBlob: opts.MaxBlobSize, password: password(rawURL)}
 	if s.maxBlob <= 0 {

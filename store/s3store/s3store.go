@@ -29,7 +29,7 @@
 // its LastModified. List reads it with one HEAD per listed bundle, because
 // ListObjectsV2 returns no user metadata.
 //
-// s3store imports store and bundle, nothing else of the project.
+// s3store imports store, bundle and internal/redact, nothing else of the project.
 package s3store
 
 import (
@@ -57,6 +57,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/internal/redact"
 	"github.com/pyrula/caseworker/store"
 )
 
@@ -129,7 +130,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("s3store: open: %w", err)
 	}
 	if loc.Scheme != store.SchemeS3 {
-		return nil, fmt.Errorf("s3store: open: %w %q: not an s3:// URL", store.ErrInvalidURL, store.Redact(rawURL))
+		return nil, fmt.Errorf("s3store: open: %w %q: not an s3:// URL", store.ErrInvalidURL, redact.Secrets(rawURL))
 	}
 	fail := func(err error) (*Store, error) {
 		return nil, fmt.Errorf("s3store: open %s: %w", loc.Identity, err)

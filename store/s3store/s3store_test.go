@@ -25,6 +25,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/internal/redact"
 	"github.com/pyrula/caseworker/internal/testenv"
 	"github.com/pyrula/caseworker/store"
 	"github.com/pyrula/caseworker/store/storetest"
@@ -333,14 +334,14 @@ func TestRefusedURLs(t *testing.T) {
 		s, err := Open(t.Context(), raw, Options{OpenTimeout: time.Second})
 		if err == nil {
 			s.Close()
-			t.Errorf("Open(%q) succeeded", store.Redact(raw))
+			t.Errorf("Open(%q) succeeded", redact.Secrets(raw))
 			continue
 		}
 		if !errors.Is(err, store.ErrInvalidURL) {
-			t.Errorf("Open(%q) = %v, want ErrInvalidURL", store.Redact(raw), err)
+			t.Errorf("Open(%q) = %v, want ErrInvalidURL", redact.Secrets(raw), err)
 		}
 		if strings.Contains(err.Error(), "s3cr3t") {
-			t.Errorf("Open(%q): error shows the secret: %v", store.Redact(raw), err)
+			t.Errorf("Open(%q): error shows the secret: %v", redact.Secrets(raw), err)
 		}
 	}
 }
