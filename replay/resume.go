@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/explain"
@@ -87,7 +86,7 @@ func (e *engine) resume(ctx context.Context) (resumed, error) {
 	}
 	// Call lines lost in a crash between a call:done and its case:call.
 	for _, line := range e.calls[min(r.callLines, len(e.calls)):] {
-		ev := callLineEvent(line, time.Now().UTC())
+		ev := callLineEvent(line, e.clock.Now().UTC())
 		seq, err := e.p.Log.Append(ctx, e.p.RunID, flow.Batch{Target: e.p.Target, Events: []flow.Event{ev}})
 		if err != nil {
 			return r, fmt.Errorf("replay: run %s: write case:call: %w", e.p.RunID, err)

@@ -1,0 +1,246 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/explain"
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
+)
+
+// outcomeValue is a call's result, else its error.
+func outcomeValue(r bundle.Result) json.RawMessage {
+	if r.Error != nil {
+		return r.Error
+	}
+	return r.Result
+}
+
+// fmtUSD formats dollars as USD's JSON does.
+func fmtUSD(v float64) string {
+	raw, _ := USD(v).MarshalJSON()
+	return string(raw)
+}
+
+// Observe implements flow.Observer: it counts spend and writes the call
+// line of each new post-fork call. The line is appended outside the
+// engine's lock, in the order of the lines, stamped by the case run's
+// clock.
+func (e *engine) Observe(ctx context.Context, o flow.Observation) {
+	e.mu.Lock()
+	line, ok := e.observeLocked(o)
+	if !ok {
+		e.mu.Unlock()
+		return
+	}
+	// appendMu before mu is let go: lines reach the journal in the order
+	// they were made.
+	e.appendMu.Lock()
+	e.mu.Unlock()
+	defer e.appendMu.Unlock()
+	e.appendLine(ctx, line)
+}
+
+// observeLocked counts a resolved call and makes its call line; false for
+// a call of the verified prefix, which gets none.
+func (e *engine) observeLocked(o flow.Observation) (CallLine, bool) {
+	c := o.Call
+	if o.Resolution.Action == flow.ActLive && c.Kind == flow.KindModel {
+		delete(e.reserved, c.ID())
+		e.spendLocked(c, o.Record)
+	}
+	e.noteSelfSignal(c, o.Record, o.Resolution.Action == flow.ActLive)
+	if !e.p.FromStart && c.Seq < len(e.prefix) {
+		return CallLine{}, false
+	}
+	prov := o.Resolution.Provenance
+	e.counts[prov]++
+	if (prov == ProvLive || prov == ProvChanged) && c.Effect != flow.Pure {
+		e.liveCalls++
+	}
+	if prov == ProvChanged {
+		e.changed = append(e.changed, c.ID())
+	}
+	line := CallLine{Type: "call", Seq: c.Seq, Kind: string(c.Kind), Key: c.Key, Effect: string(c.Effect),
+		Fingerprint: c.Fingerprint, Provenance: prov}
+	if d, ok := e.pending[c.ID()]; ok && prov == ProvChanged {
+		delete(e.pending, c.ID())
+		k := keyOf(c.CallRef)
+		recorded := e.p.Bundle.Results[e.index[k]]
+		e.addChange(d, explain.Call{ID: d.Call, Input: c.Input, RecordedInput: e.recordedInput(k),
+			Result: outcomeValue(o.Record), RecordedResult: outcomeValue(recorded)})
+		line.Change = d
+	}
+	if e.p.Values {
+		line.Result, line.Error = o.Record.Result, o.Record.Error
+	}
+	e.calls = append(e.calls, line)
+	return line, true
+}
+
+// appendLine writes line as a case:call event, holding appendMu. A failed
+// append does not stop the run (the call itself is journaled); Run returns
+// the first failure.
+func (e *engine) appendLine(ctx context.Context, line CallLine) {
+	// e.event is reused (under appendMu): a Log does not keep a Batch's slice.
+	e.event[0] = callLineEvent(line, e.clock.Now().UTC())
+	if seq, err := e.p.Log.Append(e.lineContext(ctx, time.Now()), e.p.RunID, flow.Batch{Target: e.p.Target, Events: e.event[:]}); err != nil && e.callLineErr == nil {
+		e.callLineErr = err
+	} else if err == nil {
+		e.noteSeq(seq)
+	}
+	e.event[0] = flow.Event{}
+}
+
+// lineContext returns the context of a case:call append made at now: ctx
+// without its cancellation, with a deadline between callLineTimeout/2 and
+// callLineTimeout away. Consecutive lines under the same ctx share one
+// (a timer per line cost more than the line); Run releases the last.
+func (e *engine) lineContext(ctx context.Context, now time.Time) context.Context {
+	if e.line.ctx == nil || e.line.parent != ctx || e.line.deadline.Sub(now) < callLineTimeout/2 {
+		e.stopLineContext()
+		e.line.parent, e.line.deadline = ctx, now.Add(callLineTimeout)
+		e.line.ctx, e.line.cancel = context.WithDeadline(context.WithoutCancel(ctx), e.line.deadline)
+	}
+	return e.line.ctx
+}
+
+// stopLineContext releases the context lineContext made last.
+func (e *engine) stopLineContext() {
+	if e.line.cancel != nil {
+		e.line.cancel()
+	}
+	e.line = lineCtx{}
+}
+
+// lineCtx is the context case:call appends share.
+type lineCtx struct {
+	parent, ctx context.Context
+	cancel      context.CancelFunc
+	deadline    time.Time
+}
+
+func (e *engine) spendLocked(c flow.Call, rec bundle.Result) {
+	var resp flow.ModelResponse
+	model := modelOf(c.Input)
+	price, ok := e.prices[model]
+	if rec.Result == nil || json.Unmarshal(rec.Result, &resp) != nil || resp.Usage == nil || !ok {
+		if e.unobservable == "" && rec.Error == nil {
+			e.unobservable = c.ID()
+		}
+		return
+	}
+	e.cost += price.Cost(*resp.Usage)
+}
+
+// lineExtra turns a line into the fields of its journal event: every field
+// but "type"; for a call line the identity goes under "call" (the event's
+// own "kind" is case:call).
+func lineExtra(v any, call bool) map[string]json.RawMessage {
+	raw, _ := json.Marshal(v)
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal(raw, &m)
+	delete(m, "type")
+	if call {
+		ref, _ := json.Marshal(map[string]json.RawMessage{"kind": m["kind"], "key": m["key"], "fingerprint": m["fingerprint"], "effect": m["effect"]})
+		for _, k := range []string{"kind", "key", "fingerprint", "effect"} {
+			delete(m, k)
+		}
+		m["call"] = ref
+	}
+	return m
+}
+
+// callLineEvent is the case:call event of line written at at: the call,
+// provenance and seq in the event's typed fields (no map, no JSON built
+// per call), or, for a line with values or a change (or without a provenance), every
+// field through lineExtra. Both give the same bytes for the same line
+// (TestCallLineEventBytes).
+func callLineEvent(line CallLine, at time.Time) flow.Event {
+	if len(line.Result) > 0 || len(line.Error) > 0 || line.Provenance == "" || line.Change != nil {
+		return flow.Event{Kind: runevent.CaseCall, At: at, Extra: lineExtra(line, true)}
+	}
+	return flow.Event{Kind: runevent.CaseCall, At: at, CallSeq: int64(line.Seq), Provenance: line.Provenance,
+		Call: &flow.CallRef{Kind: flow.CallKind(line.Kind), Key: line.Key, Fingerprint: line.Fingerprint, Effect: flow.Effect(line.Effect)}}
+}
+
+// outcomeLocked builds the outcome line from the terminal event (or, for a
+// suspended run, the runtime's outcome).
+func (e *engine) outcomeLocked(term flow.Event, out flow.Outcome) Outcome {
+	o := Outcome{Type: "outcome", RunID: e.p.RunID, Target: e.p.Target, Status: out.Status,
+		Provenance: maps2(e.counts), PrefixCalls: e.prefixDone, ChangedCalls: slices.Clone(e.changed),
+		LiveCalls: e.liveCalls, CostUSD: USD(e.cost), LLMRef: e.llmRef(), CostObservable: e.unobservable == "",
+		CodeVersion: CodeVersions{Recorded: e.p.Bundle.Manifest.CodeVersion, Current: e.target.CodeVersion},
+		FixtureHash: e.p.FixtureHash, LastSeq: out.LastSeq}
+	switch term.Kind {
+	case runevent.RunComplete:
+		o.Status = flow.StatusComplete
+		if e.p.Values {
+			o.Result = term.Result
+		}
+	case runevent.RunError:
+		o.Status = flow.StatusError
+		o.Code, o.Message = string(term.Code), term.Message
+		o.StopKey, o.StopToken = nullable(term.StopKey), nullable(term.StopToken)
+		if term.Code == messages.ReplayDiverged {
+			o.Reason = e.reason
+		}
+		if term.Code == messages.PrefixDiverged || term.Code == messages.ReplayDiverged {
+			o.Divergence = e.divergence
+		}
+	case runevent.RunCancelled:
+		o.Status = flow.StatusCancelled
+		o.Code = string(messages.Cancelled)
+	}
+	if e.p.ReplayOnly {
+		keys := e.unconsumedLocked()
+		o.UnconsumedKeys = &keys
+	}
+	o.UnusedSupply = unusedSupply(e.p.Supply, e.usedSupply)
+	o.Changes = append([]ChangeRef{}, e.changes...)
+	slices.SortStableFunc(o.Changes, func(a, b ChangeRef) int { return a.Seq - b.Seq })
+	if len(o.Changes) > 0 {
+		o.Cause = o.Changes[0].Call
+	}
+	o.ChangedAxes = slices.Clone(e.axes)
+	if len(e.usedSupply) > 0 {
+		o.ChangedAxes = append(o.ChangedAxes, AxisSuppliedAnswers)
+	}
+	return o
+}
+
+func maps2(m map[string]int) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func nullable(s string) json.RawMessage {
+	if s == "" {
+		return json.RawMessage("null")
+	}
+	raw, _ := json.Marshal(s)
+	return raw
+}
+
+// unconsumedLocked lists the recorded post-fork calls the run never made.
+func (e *engine) unconsumedLocked() []string {
+	var keys []string
+	for k, i := range e.index {
+		if !e.consumed[i] {
+			keys = append(keys, string(k.kind)+":"+k.key)
+		}
+	}
+	slices.Sort(keys)
+	if keys == nil {
+		keys = []string{}
+	}
+	return keys
+}
