@@ -169,13 +169,8 @@ func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseR
 	if err != nil {
 		return err
 	}
-	if p.Bundle, err = cb.Decode(); err != nil {
-		return fmt.Errorf("case run: %w", err)
-	}
-	p.FixtureHash = string(cb.Hash())
-	p.Canonical = true // read and verified by bundle.Read or the store
 	if p.Target == "" {
-		p.Target = p.Bundle.Manifest.TargetName
+		p.Target = cb.Manifest().TargetName
 	}
 	info, err := a.lookupTarget("case run", p.Target)
 	if err != nil {
@@ -185,28 +180,24 @@ func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseR
 	if err := agentOnly(info, f.model != "", f.promptFile != ""); err != nil {
 		return fmt.Errorf("case run: %w", err)
 	}
-	if err := replay.CheckOptions(p.Options, info, p.Bundle); err != nil {
-		return fmt.Errorf("case run: %s", flagWords(err, f.supply))
-	}
-	if f.llmRef != "" {
-		if f.replayOnly {
-			// A replay-only run sends no model call: the client is named
-			// (the outcome's llm_ref) but not opened, so it needs no key.
-			err = resolve.Check(f.llmRef, p.Registry)
-		} else {
-			p.Models, err = a.modelClient(f.llmRef)
-		}
-		if err != nil {
-			return fmt.Errorf("case run: --llm-ref: %w", err)
-		}
-		p.LLMRef = f.llmRef
-	}
+	p.LLMRef = f.llmRef
 	if f.replayOnly && f.supply != "" {
 		fmt.Fprintf(a.stderr, "warning: --supply %s is not read under --replay-only: a replay-only run answers every call from the recording\n", validText(f.supply))
 	}
 	runCtx, stop := cancelOnInterrupt(ctx)
 	defer stop()
-	rep, err := replay.Run(runCtx, p)
+	rep, err := replay.RunCase(runCtx, replay.Case{Canonical: cb, Params: p, ModelClient: a.caseModelClient})
+	if ce := (*replay.CaseError)(nil); errors.As(err, &ce) {
+		switch ce.Stage {
+		case replay.StageOptions:
+			return fmt.Errorf("case run: %s", flagWords(ce.Err, f.supply))
+		case replay.StageModel:
+			return fmt.Errorf("case run: --llm-ref: %w", ce.Err)
+		case replay.StageDecode:
+			return fmt.Errorf("case run: %w", ce.Err)
+		}
+		return ce.Err
+	}
 	if err != nil {
 		return err
 	}
@@ -322,6 +313,16 @@ func agentOnly(info flow.TargetInfo, model, prompt bool) error {
 		return fmt.Errorf("--prompt-file applies to agents; %s is a %s", info.Name, info.Kind)
 	}
 	return nil
+}
+
+// caseModelClient is the model client --llm-ref names for a case run: a
+// replay-only run sends no model call, so the client is named (the
+// outcome's llm_ref) but not opened, and needs no key.
+func (a *app) caseModelClient(ref string, replayOnly bool) (flow.ModelClient, error) {
+	if replayOnly {
+		return nil, resolve.Check(ref, a.registry())
+	}
+	return a.modelClient(ref)
 }
 
 // modelClient opens the model client --llm-ref names (resolve.Open), with

@@ -13,11 +13,13 @@
 // not the code's; a divergence lists the paths those rules ignore apart and
 // says when the code's rules for the call differ (RulesChange).
 //
-// The CLI (`pyrula case run`) and the worker (run_case messages) both use
-// it and get the same lines, and the engine also writes them into the new
-// run's journal as case:call and case:outcome events, stamped by the case
-// run's clock and appended outside the engine's lock (in the order of the
-// lines).
+// The CLI (`pyrula case run`) and the worker (run_case messages) both enter
+// through RunCase (decode, target, options, model client, run; a refusal is
+// a *CaseError with its reason code) and get the same lines; the worker
+// writes the outcome of a case run that never started as a Refusal. The
+// engine also writes the lines into the new run's journal as case:call and
+// case:outcome events, stamped by the case run's clock and appended outside
+// the engine's lock (in the order of the lines).
 //
 // The files follow the engine's parts: engine.go (Run and the engine's
 // state), prefix.go (prefix verification and what a divergence says),
@@ -25,7 +27,7 @@
 // budget and the cost ceiling), model.go (the run's model and recorded
 // inputs), observe.go (call lines, spend, the outcome), caselog.go (the
 // journal the runtime writes through, children, the jumping clock),
-// report.go (the lines' types).
+// report.go (the lines' types), entry.go (RunCase, Refusal).
 //
 // replay imports flow, bundle (bundle/volatile for the rules) and messages. It must not import cli, worker
 // or any journal backend: the caller passes the journal as a flow.Log.

@@ -29,57 +29,46 @@ func (x *executor) runCase(ctx context.Context, meta journal.Meta, request json.
 	if err := json.Unmarshal(request, &b); err != nil {
 		return x.fail(ctx, meta, messages.InvalidOverrides, fmt.Sprintf("the run's request is not a run_case body: %v", err), nil)
 	}
-	stop := func(code messages.Code, msg, hash string) (flow.Outcome, error) {
-		log.Info("case run refused", zap.String("code", string(code)), zap.String("fixture_hash", hash))
-		return x.fail(ctx, meta, code, msg, map[string]any{
-			"type": "outcome", "run_id": meta.RunID, "target": meta.TargetName, "status": flow.StatusError,
-			"code": code, "message": msg, "fixture_hash": hash,
-		})
+	stop := func(code messages.Code, msg string, hash *string) (flow.Outcome, error) {
+		h := ""
+		if hash != nil {
+			h = *hash
+		}
+		log.Info("case run refused", zap.String("code", string(code)), zap.String("fixture_hash", h))
+		if hash == nil {
+			hash = &h // a run_case's outcome names its case, "" when unknown
+		}
+		return x.fail(ctx, meta, code, msg, &replay.Refusal{RunID: meta.RunID, Target: meta.TargetName, Code: code, Message: msg, FixtureHash: hash})
 	}
 	opts, err := caseOptions(b.Options)
 	if me := messages.AsError(err); me != nil {
-		return stop(me.Code, me.Message, "")
+		return stop(me.Code, me.Message, nil)
 	}
 	cb, err := x.loadCase(ctx, b)
 	if me := messages.AsError(err); me != nil {
-		hash := ""
+		var hash *string
 		if b.Source.Bundle != nil {
-			hash = b.Source.Bundle.FixtureHash
+			hash = &b.Source.Bundle.FixtureHash
 		}
 		return stop(me.Code, me.Message, hash)
 	}
 	if err != nil {
 		return flow.Outcome{}, err
 	}
-	bd, err := cb.Decode()
-	if err != nil {
-		code, msg := messages.BundleCorrupt, err.Error()
-		if me := messages.AsError(err); me != nil {
-			code, msg = me.Code, me.Message
-		}
-		return stop(code, msg, string(cb.Hash()))
-	}
-	// The options were checked against the registration at submission;
-	// now the case is known, step tokens are checked against it too.
-	if info, ok := x.w.reg.Lookup(b.TargetName); ok {
-		if err := replay.CheckOptions(opts, info, bd); err != nil {
-			return stop(messages.InvalidOverrides, err.Error(), string(cb.Hash()))
-		}
-	}
+	hash := string(cb.Hash())
 	ref := x.w.llmRef(b.Options.LLMRef)
-	models, err := x.w.caseModelClient(ref, b.Options.ReplayOnly)
-	if me := messages.AsError(err); me != nil {
-		return stop(me.Code, me.Message, string(cb.Hash()))
-	}
-	rep, err := replay.Run(ctx, replay.Params{
-		Bundle: bd, Canonical: true, FixtureHash: string(cb.Hash()), Target: b.TargetName, RunID: meta.RunID,
-		Registry: x.w.reg, Log: x.log, Options: opts, Models: models, LLMRef: ref,
+	rep, err := replay.RunCase(ctx, replay.Case{
+		Canonical: cb,
+		Params: replay.Params{Target: b.TargetName, RunID: meta.RunID,
+			Registry: x.w.reg, Log: x.log, Options: opts, LLMRef: ref},
+		ModelClient: x.w.caseModelClient,
 	})
-	if me := messages.AsError(err); me != nil {
-		return stop(me.Code, me.Message, string(cb.Hash()))
-	}
-	if errors.Is(err, flow.ErrUnknownTarget) || errors.Is(err, flow.ErrInvalidInputs) {
-		return stop(messages.InvalidOverrides, err.Error(), string(cb.Hash()))
+	if ce := (*replay.CaseError)(nil); errors.As(err, &ce) {
+		msg := ce.Error()
+		if me := messages.AsError(ce.Err); me != nil {
+			msg = me.Message
+		}
+		return stop(ce.Code, msg, &hash)
 	}
 	if err != nil {
 		return flow.Outcome{}, err

@@ -18,6 +18,7 @@ import (
 	"github.com/pyrula/caseworker/flow/journallog"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/runevent"
 	"github.com/pyrula/caseworker/worker/internal/consumer"
 )
@@ -303,7 +304,7 @@ func (x *executor) deadLetter(ctx context.Context, entryID, runID string, failur
 		log.Warn("read the dead-lettered run", zap.Error(err))
 		return false
 	}
-	var outcome map[string]any
+	var outcome *replay.Refusal
 	msg := fmt.Sprintf("dead-lettered to %s after %d transient failures; last error: %v", dead, failures, cause)
 	if errors.Is(cause, errUnrunnable) {
 		msg = fmt.Sprintf("dead-lettered to %s: %v", dead, cause)
@@ -312,8 +313,7 @@ func (x *executor) deadLetter(ctx context.Context, entryID, runID string, failur
 		var typ string
 		_ = json.Unmarshal(sub.Extra[fieldMessageType], &typ)
 		if messages.MessageType(typ) == messages.RunCase {
-			outcome = map[string]any{"type": "outcome", "run_id": runID, "target": meta.TargetName,
-				"status": flow.StatusError, "code": messages.RuntimeError, "message": msg}
+			outcome = &replay.Refusal{RunID: runID, Target: meta.TargetName, Code: messages.RuntimeError, Message: msg}
 		}
 	}
 	if _, err := x.fail(ctx, meta, messages.RuntimeError, msg, outcome); err != nil {
@@ -447,18 +447,13 @@ func (x *executor) startRun(ctx context.Context, meta journal.Meta, request json
 
 // fail ends a run that could not start with run:error code, writing
 // outcome first (a case run's case:outcome line) when it is set.
-func (x *executor) fail(ctx context.Context, meta journal.Meta, code messages.Code, msg string, outcome map[string]any) (flow.Outcome, error) {
+func (x *executor) fail(ctx context.Context, meta journal.Meta, code messages.Code, msg string, outcome *replay.Refusal) (flow.Outcome, error) {
 	at := time.Now().UTC()
 	if outcome != nil {
-		extra := map[string]json.RawMessage{}
-		for k, v := range outcome {
-			raw, err := json.Marshal(v)
-			if err != nil {
-				return flow.Outcome{}, fmt.Errorf("encode case:outcome: %w", err)
-			}
-			extra[k] = raw
+		ev, err := outcome.Event(at)
+		if err != nil {
+			return flow.Outcome{}, err
 		}
-		ev := flow.Event{Kind: runevent.CaseOutcome, At: at, Extra: extra}
 		if _, err := x.log.Append(ctx, meta.RunID, flow.Batch{Target: meta.TargetName, Events: []flow.Event{ev}}); err != nil {
 			return flow.Outcome{}, err
 		}
