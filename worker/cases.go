@@ -21,6 +21,7 @@ import (
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/store"
 	"github.com/pyrula/caseworker/version"
+	"github.com/pyrula/caseworker/worker/internal/runwire"
 )
 
 // decodeBody decodes a message body into v. A body that is not a JSON
@@ -274,7 +275,7 @@ func (w *Worker) saveCase(ctx context.Context, raw json.RawMessage) (any, error)
 		return nil, messages.Errorf(messages.InvalidOverrides, "%v", err)
 	case err != nil:
 		if fe := (*capture.ForkRangeError)(nil); errors.As(err, &fe) {
-			return nil, forkRangeRefusal("fork_after_seq", fe)
+			return nil, runwire.ForkRangeRefusal("fork_after_seq", fe)
 		}
 		return nil, err
 	}
@@ -286,12 +287,4 @@ func (w *Worker) saveCase(ctx context.Context, raw json.RawMessage) (any, error)
 		return nil, fmt.Errorf("encode the manifest summary: %w", err)
 	}
 	return messages.SaveCaseResult{FixtureHash: string(c.Hash()), FixtureStore: s.Identity(), ManifestSummary: summary}, nil
-}
-
-// forkRangeRefusal is the refusal of a fork outside the run's events
-// (field names the message's member): invalid input, refused on the first
-// delivery, never retried.
-func forkRangeRefusal(field string, fe *capture.ForkRangeError) error {
-	return messages.Errorf(messages.InvalidOverrides, "%s %d is past the last event of run %s (run_seq 0 to %d; see pyrula events %s)",
-		field, fe.ForkAfterSeq, fe.RunID, fe.LastSeq, fe.RunID)
 }

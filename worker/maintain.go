@@ -8,6 +8,7 @@ import (
 
 	"github.com/pyrula/caseworker/worker/internal/consumer"
 	"github.com/pyrula/caseworker/worker/internal/maintain"
+	"github.com/pyrula/caseworker/worker/internal/runwire"
 )
 
 // maintainLoop trims the message and runs streams and deletes dead
@@ -37,7 +38,7 @@ func (w *Worker) maintain(ctx context.Context) error {
 		}
 	}
 	errs = append(errs, w.upkeep.Pass(ctx, []maintain.Stream{
-		{Stream: w.cfg.CaseStream, Group: w.cfg.ConsumerGroup}, {Stream: w.runsStream(), Group: runsGroup},
+		{Stream: w.cfg.CaseStream, Group: w.cfg.ConsumerGroup}, {Stream: w.runsStream(), Group: runwire.RunsGroup},
 	}))
 	return errors.Join(errs...)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/store/memstore"
 	"github.com/pyrula/caseworker/worker/internal/envelope"
+	"github.com/pyrula/caseworker/worker/internal/runwire"
 )
 
 // fuzzHash is a valid fixture hash.
@@ -182,8 +183,8 @@ func fuzzCheckBody(t *testing.T, typ messages.MessageType, body json.RawMessage,
 			return
 		}
 		again := fuzzRoundTrip(t, b)
-		opts, err := caseOptions(b.Options)
-		_, err2 := caseOptions(again.Options)
+		opts, err := runwire.CaseOptions(b.Options)
+		_, err2 := runwire.CaseOptions(again.Options)
 		if (err == nil) != (err2 == nil) {
 			t.Fatalf("options decided %v, re-encoded %v", err, err2)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/pyrula/caseworker/worker/internal/runwire"
 	"github.com/valkey-io/valkey-go"
 	"go.uber.org/zap"
 )
@@ -83,7 +84,7 @@ func newStreamStats() *streamStats {
 func (w *Worker) attachStreamStats() {
 	w.metrics.streams.src.Store(&streamSource{client: w.client, log: w.log, streams: []streamRef{
 		{label: streamCase, key: w.cfg.CaseStream, group: w.cfg.ConsumerGroup},
-		{label: streamRuns, key: w.runsStream(), group: runsGroup},
+		{label: streamRuns, key: w.runsStream(), group: runwire.RunsGroup},
 	}})
 }
 

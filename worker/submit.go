@@ -8,33 +8,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"strings"
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
-	"github.com/pyrula/caseworker/runevent"
+	"github.com/pyrula/caseworker/worker/internal/runwire"
 )
-
-// The fields of a submitted run's run:submitted event that tell the
-// executor what to run (besides target_name and the run's inputs).
-const (
-	fieldMessageID   = "message_id"
-	fieldMessageType = "message_type"
-	fieldRequest     = "request"
-)
-
-// runField is the one field of a runs stream entry: the run to execute.
-const runField = "run_id"
-
-// runsGroup is the consumer group of the runs stream.
-const runsGroup = "run-workers"
 
 // runsStream is the stream of submitted runs, <ns>:runs.
-func (w *Worker) runsStream() string { return w.cfg.Namespace + ":runs" }
+func (w *Worker) runsStream() string { return runwire.RunsStream(w.cfg.Namespace) }
 
 // derivedRunID is the run id of a message that names none: prefix plus the
 // first 16 hex digits of the SHA-256 of the message id, so that every
@@ -110,7 +94,7 @@ func (w *Worker) runCase(ctx context.Context, env messages.Envelope) (any, error
 			}
 		}
 	}
-	opts, err := caseOptions(b.Options)
+	opts, err := runwire.CaseOptions(b.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -152,41 +136,6 @@ func (w *Worker) runCase(ctx context.Context, env messages.Envelope) (any, error
 	return r, nil
 }
 
-// caseOptions turns the message's options into the engine's; bad values
-// are invalid_overrides.
-func caseOptions(o messages.RunCaseOptions) (replay.Options, error) {
-	out := replay.Options{
-		FromStart: o.FromStart, Inputs: o.Inputs, Model: o.Model, System: o.Prompt,
-		LiveBudget: o.LiveBudget, MaxCostUSD: o.MaxCostUSD, AllowWrite: o.AllowWrite, ReplayOnly: o.ReplayOnly,
-	}
-	if o.LiveBudget != nil && *o.LiveBudget < 0 {
-		return out, messages.Errorf(messages.InvalidOverrides, "options.live_budget %d is negative", *o.LiveBudget)
-	}
-	if o.MaxCostUSD != nil && (math.IsNaN(*o.MaxCostUSD) || math.IsInf(*o.MaxCostUSD, 0)) {
-		// JSON cannot say NaN or Inf (decodeBody refuses what overflows),
-		// but a ceiling that is not finite would switch the ceiling off.
-		return out, messages.Errorf(messages.InvalidOverrides, "options.max_cost_usd %g is not a finite number: give the ceiling in US dollars, 0 or more", *o.MaxCostUSD)
-	}
-	if o.MaxCostUSD != nil && *o.MaxCostUSD < 0 {
-		return out, messages.Errorf(messages.InvalidOverrides, "options.max_cost_usd %g is negative", *o.MaxCostUSD)
-	}
-	var err error
-	if s := bytes.TrimSpace(o.Supply); len(s) > 0 && !bytes.Equal(s, []byte("null")) && !o.ReplayOnly {
-		if len(s) > replay.MaxSupplyBytes {
-			return out, messages.Errorf(messages.InvalidOverrides, "options.supply is over %d bytes", replay.MaxSupplyBytes)
-		}
-		if out.Supply, err = replay.ParseSupply(s); err != nil {
-			return out, messages.Errorf(messages.InvalidOverrides, "options.supply: %v", err)
-		}
-	}
-	if p := bytes.TrimSpace(o.Prices); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
-		if out.Prices, err = replay.ParsePrices(p); err != nil {
-			return out, messages.Errorf(messages.InvalidOverrides, "options.prices: %s", strings.TrimPrefix(err.Error(), "prices: "))
-		}
-	}
-	return out, nil
-}
-
 // submit durably submits a run: it creates the run in the journal (meta and
 // run:submitted, which holds the message id, type and body) and adds an
 // entry to the runs stream. A run of that id created by the same message
@@ -216,7 +165,7 @@ func (w *Worker) submit(ctx context.Context, env messages.Envelope, runID, prefi
 	}
 	_, err = w.journal.Create(ctx, journal.CreateParams{
 		RunID: runID, TargetName: target, CodeVersion: info.CodeVersion, Inputs: inputs,
-		Fields: map[string]json.RawMessage{fieldMessageID: msgID, fieldMessageType: typ, fieldRequest: body.Bytes()},
+		Fields: map[string]json.RawMessage{runwire.FieldMessageID: msgID, runwire.FieldMessageType: typ, runwire.FieldRequest: body.Bytes()},
 	})
 	switch {
 	case errors.Is(err, journal.ErrRunExists):
@@ -239,7 +188,7 @@ func (w *Worker) submit(ctx context.Context, env messages.Envelope, runID, prefi
 	// (ErrRunExists, submittedBy) and adds the entry then. A crash after
 	// this XADD and before the ack adds a second entry on redelivery; the
 	// executor finds the run leased or finished and acks it.
-	err = w.client.Do(ctx, w.client.B().Xadd().Key(w.runsStream()).Id("*").FieldValue().FieldValue(runField, runID).Build()).Error()
+	err = w.client.Do(ctx, w.client.B().Xadd().Key(w.runsStream()).Id("*").FieldValue().FieldValue(runwire.RunField, runID).Build()).Error()
 	if err != nil {
 		return nil, fmt.Errorf("submit run %s to %s: %w", runID, w.runsStream(), err)
 	}
@@ -249,25 +198,13 @@ func (w *Worker) submit(ctx context.Context, env messages.Envelope, runID, prefi
 // submittedBy reports whether run runID was submitted by message messageID
 // (its run:submitted event carries that message id).
 func (w *Worker) submittedBy(ctx context.Context, runID, messageID string) (bool, error) {
-	ev, err := w.submitted(ctx, runID)
+	ev, err := runwire.Submitted(ctx, w.journal, runID)
 	if err != nil {
 		return false, err
 	}
 	var got string
-	if raw, ok := ev.Extra[fieldMessageID]; ok {
+	if raw, ok := ev.Extra[runwire.FieldMessageID]; ok {
 		_ = json.Unmarshal(raw, &got)
 	}
 	return got == messageID, nil
-}
-
-// submitted returns run runID's run:submitted event (its first).
-func (w *Worker) submitted(ctx context.Context, runID string) (journal.Event, error) {
-	events, _, err := w.journal.Events(ctx, runID)
-	if err != nil {
-		return journal.Event{}, fmt.Errorf("read run %s: %w", runID, err)
-	}
-	if len(events) == 0 || events[0].Kind != runevent.RunSubmitted {
-		return journal.Event{}, fmt.Errorf("run %s has no run:submitted event", runID)
-	}
-	return events[0], nil
 }

@@ -24,6 +24,8 @@ import (
 	"github.com/pyrula/caseworker/worker/internal/batch"
 	"github.com/pyrula/caseworker/worker/internal/consumer"
 	"github.com/pyrula/caseworker/worker/internal/maintain"
+	"github.com/pyrula/caseworker/worker/internal/runexec"
+	"github.com/pyrula/caseworker/worker/internal/runwire"
 )
 
 // Params are what New needs besides the Config.
@@ -66,7 +68,7 @@ type Worker struct {
 	spawn  spawner              // runs the message handlers on reused goroutines (spawn.go)
 	cases  *consumer.Consumer   // the message stream's consumer: Concurrency slots, its policy (consume.go)
 	saves  chan struct{}        // one token per save_case building a bundle
-	exec   *executor            // executes the runs stream, with its consumer (runs.go)
+	exec   *runexec.Executor    // executes the runs stream, with its consumer (runs.go wires it)
 	upkeep *maintain.Maintainer // trims the streams and deletes dead consumers (maintain.go)
 	models modelClients         // live model clients by llm_ref
 
@@ -154,11 +156,11 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if w.exec, err = newExecutor(w); err != nil {
 		return err
 	}
-	if err := w.exec.createGroup(ctx); err != nil {
+	if err := w.exec.CreateGroup(ctx); err != nil {
 		return err
 	}
 	w.casePos = &groupPos{label: streamCase, stream: w.cfg.CaseStream, group: w.cfg.ConsumerGroup}
-	w.runsPos = &groupPos{label: streamRuns, stream: w.runsStream(), group: runsGroup}
+	w.runsPos = &groupPos{label: streamRuns, stream: w.runsStream(), group: runwire.RunsGroup}
 	for _, p := range []*groupPos{w.casePos, w.runsPos} {
 		if _, err := w.observeGroup(ctx, p); err != nil {
 			return fmt.Errorf("worker: %w", err)
@@ -173,7 +175,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	// Each consumer loop reads until readCtx is done and returns once its
 	// handlers (under workCtx) ended: see Stop.
 	w.loops.Go(func() { w.consume(w.cases, readCtx, workCtx, w.handleMessage) })
-	w.loops.Go(func() { w.consume(w.exec.runs, readCtx, workCtx, w.exec.execute) })
+	w.loops.Go(func() { w.consume(w.exec.Consumer(), readCtx, workCtx, w.exec.Execute) })
 	w.loops.Go(func() { w.maintainLoop(readCtx) })
 	w.log.Info("worker started",
 		zap.String("stream", w.cfg.CaseStream), zap.String("group", w.cfg.ConsumerGroup),

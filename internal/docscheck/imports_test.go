@@ -46,7 +46,12 @@ var rules = []rule{
 		forbid: append([]string{"store/...", "llm/...", "worker/...", "cli/...", "daemon/...", "flow/journallog"}, journalPkgs...)},
 	{name: "worker/client never imports the worker", pkgs: []string{"worker/client/..."}, forbid: []string{"worker", "cli/...", "daemon/...", "store/...", "replay/..."}},
 	{name: "the worker never imports the CLI or the daemon", pkgs: []string{"worker/..."}, forbid: []string{"cli/...", "daemon/...", "cmd/..."}},
-	{name: "the worker's parts (worker/internal) import nothing of the project but messages", pkgs: []string{"worker/internal/..."}, allow: []string{"messages"}},
+	{name: "the worker's parts (worker/internal) import nothing of the project but messages", pkgs: []string{"worker/internal/..."},
+		except: []string{"worker/internal/runexec", "worker/internal/runwire"}, allow: []string{"messages"}},
+	{name: "the run executor (worker/internal/runexec) gets its collaborators from the worker and never imports it, the CLI or the daemon", pkgs: []string{"worker/internal/runexec"},
+		forbid: []string{"worker", "worker/client/...", "cli/...", "daemon/...", "cmd/..."}},
+	{name: "the wire names the worker's services share (worker/internal/runwire) import no service", pkgs: []string{"worker/internal/runwire"},
+		forbid: []string{"worker", "worker/internal/runexec", "worker/internal/consumer", "worker/internal/batch", "worker/internal/envelope", "worker/internal/maintain", "cli/...", "daemon/..."}},
 	{name: "the CLI talks to the worker through worker/client only", pkgs: []string{"cli/..."}, forbid: []string{"worker", "daemon/...", "cmd/..."}},
 	{name: "the daemon never imports the CLI", pkgs: []string{"daemon/..."}, forbid: []string{"cli/...", "cmd/..."}},
 }

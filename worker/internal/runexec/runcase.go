@@ -1,4 +1,4 @@
-package worker
+package runexec
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/store"
 	"github.com/pyrula/caseworker/version"
+	"github.com/pyrula/caseworker/worker/internal/runwire"
 )
 
 // runCase executes a run_case run: it loads the case (a bundle from the
@@ -24,7 +25,7 @@ import (
 // the run with run:error and its code (bundle_missing, no_fixture_store,
 // binding_mismatch, whatif_source_missing, whatif_source_changed, …) after
 // a case:outcome event, as the engine's own refusals do.
-func (x *executor) runCase(ctx context.Context, meta journal.Meta, request json.RawMessage, log *zap.Logger) (flow.Outcome, error) {
+func (x *Executor) runCase(ctx context.Context, meta journal.Meta, request json.RawMessage, log *zap.Logger) (flow.Outcome, error) {
 	var b messages.RunCaseBody
 	if err := json.Unmarshal(request, &b); err != nil {
 		return x.fail(ctx, meta, messages.InvalidOverrides, fmt.Sprintf("the run's request is not a run_case body: %v", err), nil)
@@ -40,7 +41,7 @@ func (x *executor) runCase(ctx context.Context, meta journal.Meta, request json.
 		}
 		return x.fail(ctx, meta, code, msg, &replay.Refusal{RunID: meta.RunID, Target: meta.TargetName, Code: code, Message: msg, FixtureHash: hash})
 	}
-	opts, err := caseOptions(b.Options)
+	opts, err := runwire.CaseOptions(b.Options)
 	if me := messages.AsError(err); me != nil {
 		return stop(me.Code, me.Message, nil)
 	}
@@ -56,12 +57,12 @@ func (x *executor) runCase(ctx context.Context, meta journal.Meta, request json.
 		return flow.Outcome{}, err
 	}
 	hash := string(cb.Hash())
-	ref := x.w.llmRef(b.Options.LLMRef)
+	ref := x.deps.LLMRef(b.Options.LLMRef)
 	rep, err := replay.RunCase(ctx, replay.Case{
 		Canonical: cb,
 		Params: replay.Params{Target: b.TargetName, RunID: meta.RunID,
-			Registry: x.w.reg, Log: x.log, Options: opts, LLMRef: ref},
-		ModelClient: x.w.caseModelClient,
+			Registry: x.reg, Log: x.log, Options: opts, LLMRef: ref},
+		ModelClient: x.deps.CaseModels,
 	})
 	if ce := (*replay.CaseError)(nil); errors.As(err, &ce) {
 		msg := ce.Error()
@@ -74,19 +75,19 @@ func (x *executor) runCase(ctx context.Context, meta journal.Meta, request json.
 		return flow.Outcome{}, err
 	}
 	o := rep.Outcome
-	x.w.metrics.caseOutcome(o)
+	x.report.CaseOutcome(o)
 	return flow.Outcome{RunID: meta.RunID, Status: o.Status, Code: messages.Code(o.Code), Message: o.Message, LastSeq: o.LastSeq}, nil
 }
 
 // loadCase returns the case of a run_case body. Its errors with reason
 // codes end the run; others are transient.
-func (x *executor) loadCase(ctx context.Context, b messages.RunCaseBody) (*bundle.Canonical, error) {
+func (x *Executor) loadCase(ctx context.Context, b messages.RunCaseBody) (*bundle.Canonical, error) {
 	if src := b.Source.Bundle; src != nil {
 		h, err := bundle.ParseHash(src.FixtureHash)
 		if err != nil {
 			return nil, messages.Errorf(messages.InvalidFixtureHash, "source.bundle.fixture_hash is not 64 lowercase hex characters")
 		}
-		s, err := x.w.fixtureStore(b.FixtureStore)
+		s, err := x.deps.FixtureStore(b.FixtureStore)
 		if err != nil {
 			return nil, err
 		}
@@ -96,13 +97,13 @@ func (x *executor) loadCase(ctx context.Context, b messages.RunCaseBody) (*bundl
 	if src == nil {
 		return nil, messages.Errorf(messages.InvalidOverrides, "source must have exactly one of bundle and journal")
 	}
-	c, err := capture.FromJournal(ctx, x.w.journal, capture.FromJournalParams{
+	c, err := capture.FromJournal(ctx, x.journal, capture.FromJournalParams{
 		Target: b.TargetName, RunID: src.RunID,
 		// A request without fork_after_seq (submitted before the key was
 		// required) keeps only the inputs, as it did then.
 		Params: capture.Params{ForkAfterSeq: src.ForkAfterSeq.Seq, PyrulaVersion: version.Version},
 		Registration: func(target string) (bundle.Registration, error) {
-			info, ok := x.w.reg.Lookup(target)
+			info, ok := x.reg.Lookup(target)
 			if !ok {
 				return bundle.Registration{}, messages.Errorf(messages.InvalidOverrides, "no target %q is registered in this worker", target)
 			}
@@ -116,7 +117,7 @@ func (x *executor) loadCase(ctx context.Context, b messages.RunCaseBody) (*bundl
 		return nil, messages.Errorf(messages.InvalidOverrides, "%v", err)
 	case err != nil:
 		if fe := (*capture.ForkRangeError)(nil); errors.As(err, &fe) {
-			return nil, forkRangeRefusal("source.journal.fork_after_seq", fe)
+			return nil, runwire.ForkRangeRefusal("source.journal.fork_after_seq", fe)
 		}
 		return nil, err
 	}

@@ -1,0 +1,542 @@
+package runexec
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+	"go.uber.org/zap"
+
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/journallog"
+	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/replay"
+	"github.com/pyrula/caseworker/runevent"
+	"github.com/pyrula/caseworker/store"
+	"github.com/pyrula/caseworker/worker/internal/consumer"
+	"github.com/pyrula/caseworker/worker/internal/runwire"
+)
+
+// finishTimeout bounds the writes that end a run's delivery (ack, hand
+// back, dead letter) once its context may be done.
+const finishTimeout = 10 * time.Second
+
+// Executor executes the runs submitted on the runs stream: at most
+// RunConcurrency at once, each under its journal lease, renewed while it
+// runs. Entries are acked once their run finished or was suspended; a run
+// whose worker died stays pending, is claimed by the runs consumer once
+// idle and resumed from its journal.
+type Executor struct {
+	deps    Deps
+	cfg     Config
+	client  valkey.Client
+	logger  *zap.Logger
+	journal journal.Journal
+	reg     *flow.Registry
+	report  Report
+	stream  string
+	log     *journallog.Log
+	owner   string
+	// runs is the consumer of the runs stream, with RunConcurrency slots
+	// and the runs stream's policy (New).
+	runs *consumer.Consumer
+	// running holds the runs executing here: the lease owner is this
+	// process, so the lease cannot keep a second runs entry of the same
+	// run (a redelivered submission adds one) from executing it at once.
+	running consumer.Set
+}
+
+// Config is what the executor reads of the worker's configuration.
+type Config struct {
+	// Namespace prefixes its keys; the runs stream is <Namespace>:runs.
+	Namespace string
+	// ConsumerName is this worker's consumer in the runs group.
+	ConsumerName string
+	// RunConcurrency is how many runs execute at once.
+	RunConcurrency int
+	// MaxDeliveries is how many transient failures of a run dead-letter it.
+	MaxDeliveries int
+	// ClaimIdle and RunLease: a runs entry is reclaimed once idle past the
+	// larger; the lease is renewed every third of RunLease.
+	ClaimIdle, RunLease time.Duration
+	// IdempotencyTTL is how long a run's failure count is kept.
+	IdempotencyTTL time.Duration
+	// ReadBlock is how long one read of the runs stream blocks.
+	ReadBlock time.Duration
+}
+
+// Deps are the executor's collaborators, given by the worker.
+type Deps struct {
+	Client   valkey.Client
+	Logger   *zap.Logger
+	Journal  journal.Journal
+	Registry *flow.Registry
+	// LLMRef is the model client name of a message: its own, else the
+	// worker's default.
+	LLMRef func(own string) string
+	// Models opens the model client a name names (nil for "").
+	Models func(name string) (flow.ModelClient, error)
+	// CaseModels is Models for a case run: under replayOnly the name is
+	// only checked.
+	CaseModels func(name string, replayOnly bool) (flow.ModelClient, error)
+	// FixtureStore opens the fixture store a run_case names ("" for the
+	// worker's own).
+	FixtureStore func(expected string) (store.Store, error)
+	// Report is where the executor reports what it does.
+	Report Report
+}
+
+// Report are the callbacks through which the executor reports to the
+// worker (metrics, the runs stream's health); none may be nil.
+type Report struct {
+	// StreamFailed is told of a failed read of the runs stream; it returns
+	// what the consumer should do (consumer.Events.Failed).
+	StreamFailed func(ctx context.Context, err error) error
+	// Read is told of the entries a read of the runs stream returned.
+	Read func(entries []valkey.XRangeEntry)
+	// Redelivered counts a runs entry reclaimed from another worker.
+	Redelivered func()
+	// RunStarted and RunEnded bracket a run executing here.
+	RunStarted, RunEnded func()
+	// Transient counts a transient failure of a run.
+	Transient func()
+	// DeadLettered counts a dead-lettered run.
+	DeadLettered func()
+	// RunFinished counts a run that finished or was suspended here, by the
+	// message type it was submitted with.
+	RunFinished func(typ messages.MessageType, out flow.Outcome)
+	// CaseOutcome is told of a case run's outcome.
+	CaseOutcome func(o replay.Outcome)
+}
+
+// New returns the executor, with a lease owner unique to this process
+// incarnation (the consumer name and a random suffix). Its runs consumer
+// follows the runs stream's policy: an entry is claimed again once idle
+// runIdle, whatever its deliveries (a run's retries are paced by its lease,
+// and an entry is also delivered again when its run was leased elsewhere
+// or handed back at shutdown); failures are counted per run in the run's
+// failures hash (countFailure), and a run that failed MaxDeliveries times,
+// or cannot be executed at all, is dead-lettered while Execute still holds
+// its lease (deadLetterEntry); the entry is kept alive by the lease
+// renewal (keepAlive), not by the consumer.
+func New(cfg Config, deps Deps) (*Executor, error) {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, fmt.Errorf("worker: lease owner: %w", err)
+	}
+	owner := cfg.ConsumerName + "/" + hex.EncodeToString(b[:])
+	l, err := journallog.New(deps.Journal, journallog.Options{Owner: owner, LeaseTTL: cfg.RunLease})
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	x := &Executor{deps: deps, cfg: cfg, client: deps.Client, logger: deps.Logger, journal: deps.Journal,
+		reg: deps.Registry, report: deps.Report, stream: runwire.RunsStream(cfg.Namespace), log: l, owner: owner}
+	x.runs, err = consumer.New(consumer.Config{
+		Stream: x.stream, Group: runwire.RunsGroup, Consumer: cfg.ConsumerName,
+		Slots: cfg.RunConcurrency, Name: "the runs stream", ReadBlock: cfg.ReadBlock,
+		Policy: consumer.Policy{
+			ClaimIdle:   x.runIdle(),
+			Failed:      x.countFailure,
+			MaxFailures: cfg.MaxDeliveries,
+			DeadLetter:  x.deadLetterEntry,
+		},
+	}, consumer.Deps{
+		Client: deps.Client, Logger: deps.Logger,
+		Events: consumer.Events{
+			Failed: deps.Report.StreamFailed,
+			Read:   deps.Report.Read,
+			Reclaimed: func(d consumer.Delivery, _ string) {
+				deps.Report.Redelivered()
+				deps.Logger.Info("reclaimed a runs entry", zap.String("entry_id", d.Entry.ID), zap.String("run_id", d.Entry.FieldValues[runwire.RunField]))
+			},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	return x, nil
+}
+
+// Consumer is the runs stream's consumer, which the worker runs with
+// Execute as its handler.
+func (x *Executor) Consumer() *consumer.Consumer { return x.runs }
+
+// runIdle is how long a runs entry must be idle before another worker
+// reclaims it: at least the lease, which is renewed (and the entry
+// touched) three times within it while the run executes.
+func (x *Executor) runIdle() time.Duration { return max(x.cfg.ClaimIdle, x.cfg.RunLease) }
+
+// CreateGroup creates the runs stream's consumer group (MKSTREAM).
+func (x *Executor) CreateGroup(ctx context.Context) error {
+	c := x.client
+	err := c.Do(ctx, c.B().XgroupCreate().Key(x.stream).Group(runwire.RunsGroup).Id("0").Mkstream().Build()).Error()
+	if err != nil && !valkey.IsValkeyBusyGroup(err) {
+		return fmt.Errorf("worker: create consumer group %s on %s: %w", runwire.RunsGroup, x.stream, err)
+	}
+	return nil
+}
+
+// ack acks runs entry id and reports whether it did (best effort: an entry
+// left pending is reclaimed, finds its run finished and is acked then).
+func (x *Executor) ack(ctx context.Context, id string) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	c := x.client
+	if err := c.Do(ctx, c.B().Xack().Key(x.stream).Group(runwire.RunsGroup).Id(id).Build()).Error(); err != nil {
+		x.logger.Warn("ack a runs entry", zap.String("entry_id", id), zap.Error(err))
+		return false
+	}
+	return true
+}
+
+// touch resets the idle time of runs entry id (XCLAIM to this consumer),
+// so that no other worker reclaims a run that is executing here.
+func (x *Executor) touch(ctx context.Context, id string) error {
+	c := x.client
+	return c.Do(ctx, c.B().Xclaim().Key(x.stream).Group(runwire.RunsGroup).Consumer(x.cfg.ConsumerName).
+		MinIdleTime("0").Id(id).Justid().Build()).Error()
+}
+
+// errLeaseLost is the cause of a run's context when its lease was lost.
+var errLeaseLost = errors.New("worker: the run's lease was lost")
+
+// acked is the verdict of an entry x.ack tried to ack: Acked, or Retry
+// when the ack failed.
+func acked(ok bool) consumer.Verdict {
+	if ok {
+		return consumer.Acked()
+	}
+	return consumer.Retry(nil)
+}
+
+// Execute is the runs stream's consumer.Handler: it executes the run of
+// the runs entry d delivers under its lease, and acks the entry once the
+// run finished or was suspended. A run leased by another live worker, a
+// lost lease or a shutdown leaves the entry pending, uncounted; a transient
+// failure is settled while the lease is still held (d.Settle): counted,
+// and dead-lettered once the run failed MaxDeliveries times
+// (deadLetterEntry), as is at once a run that cannot be executed at all;
+// else the run is handed back and its entry left pending.
+func (x *Executor) Execute(ctx context.Context, d consumer.Delivery) consumer.Verdict {
+	e := d.Entry
+	runID := e.FieldValues[runwire.RunField]
+	log := x.logger.With(zap.String("entry_id", e.ID), zap.String("run_id", runID))
+	if journal.CheckRunID(runID) != nil {
+		log.Warn("runs entry without a valid run id; acked")
+		return acked(x.ack(ctx, e.ID))
+	}
+	if !x.running.Add(runID) {
+		log.Debug("the run is executing here under another runs entry; left pending")
+		return consumer.Retry(nil)
+	}
+	defer x.running.Remove(runID)
+	lease, err := x.journal.Acquire(ctx, journal.AcquireParams{RunID: runID, Owner: x.owner, TTL: x.cfg.RunLease})
+	switch {
+	case errors.Is(err, journal.ErrRunFinished):
+		// Finished, but perhaps not archived: its Finish could not reach
+		// the archive (PostgreSQL down), which left the entry pending.
+		// Seal again (a no-op for a run already archived) before the ack.
+		if serr := x.journal.Seal(ctx, runID); serr != nil {
+			if ctx.Err() == nil {
+				log.Warn("archive the finished run; left pending, to be archived when the archive is back", zap.Error(serr))
+			}
+			return consumer.Retry(nil)
+		}
+		return acked(x.ack(ctx, e.ID))
+	case errors.Is(err, journal.ErrRunNotFound):
+		log.Warn("runs entry of a run that is not in the journal; acked")
+		return acked(x.ack(ctx, e.ID))
+	case errors.Is(err, journal.ErrLeaseHeld):
+		log.Debug("the run is leased by another worker; left pending")
+		return consumer.Retry(nil)
+	case err != nil:
+		if ctx.Err() == nil {
+			log.Warn("acquire the run's lease; left pending", zap.Error(err))
+		}
+		return consumer.Retry(nil)
+	}
+	if err := x.log.Adopt(lease); err != nil {
+		log.Error("adopt the run's lease", zap.Error(err))
+		return consumer.Retry(nil)
+	}
+	x.report.RunStarted()
+	defer x.report.RunEnded()
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); x.keepAlive(runCtx, cancel, runID, e.ID, log) }()
+	status, err := x.run(runCtx, runID, log)
+	cancel(nil)
+	wg.Wait()
+	switch {
+	case err == nil:
+		log.Info("run ended", zap.String("status", string(status)))
+		return acked(x.ack(ctx, e.ID))
+	case errors.Is(context.Cause(runCtx), errLeaseLost) || errors.Is(err, journal.ErrLeaseLost):
+		log.Warn("the run's lease was lost; another worker has it", zap.Error(err))
+		return consumer.Retry(nil)
+	}
+	// Settled here, with the lease still held, which the dead letter
+	// needs to end the run. Retrying cannot help a run that cannot be
+	// executed: it is dead-lettered now (and, when that fails, counted
+	// like a transient failure). After a shutdown nothing is counted.
+	v := consumer.Retry(err)
+	if errors.Is(err, errUnrunnable) {
+		v = consumer.DeadLetter(err)
+	}
+	if v = d.Settle(ctx, v); v.Acked() {
+		return v
+	}
+	// Shutdown or a transient failure: hand the run back so that any
+	// worker resumes it when it reclaims the entry.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer rcancel()
+	if rerr := x.log.Release(rctx, runID, journal.StatusRunning); rerr != nil {
+		log.Warn("release the run's lease", zap.Error(rerr))
+	}
+	if ctx.Err() != nil {
+		log.Info("run interrupted by shutdown; handed back", zap.Error(err))
+	} else {
+		log.Warn("run failed transiently; handed back and left pending", zap.Error(err))
+	}
+	return v
+}
+
+// countFailure is the runs stream's consumer.Policy.Failed: it counts a
+// transient failure of the run of d (noteFailure) and returns the
+// failures counted so far, 0 when they cannot be counted (Valkey down: an
+// outage never dead-letters runs).
+func (x *Executor) countFailure(ctx context.Context, d consumer.Delivery, cause error) int64 {
+	x.report.Transient()
+	runID := d.Entry.FieldValues[runwire.RunField]
+	n, err := x.noteFailure(ctx, runID, cause)
+	if err != nil {
+		x.logger.Warn("count the run's failure", zap.String("entry_id", d.Entry.ID), zap.String("run_id", runID), zap.Error(err))
+	}
+	return n
+}
+
+// deadLetterEntry is the runs stream's consumer.Policy.DeadLetter: the
+// dead letter of the run of d (deadLetter), settled by execute while it
+// holds the run's lease.
+func (x *Executor) deadLetterEntry(ctx context.Context, d consumer.Delivery, cause error, failures int64) bool {
+	runID := d.Entry.FieldValues[runwire.RunField]
+	log := x.logger.With(zap.String("entry_id", d.Entry.ID), zap.String("run_id", runID))
+	return x.deadLetter(ctx, d.Entry.ID, runID, failures, cause, log)
+}
+
+// failuresKey is the hash counting a run's transient failures (field n) and
+// keeping the last one's error (field error), under the run's hash tag.
+func (x *Executor) failuresKey(runID string) string {
+	return x.cfg.Namespace + ":{" + runID + "}:failures"
+}
+
+// noteFailure counts a transient failure of run runID and keeps its error
+// (for PYRULA_IDEMPOTENCY_TTL); it returns the failures counted so far.
+func (x *Executor) noteFailure(ctx context.Context, runID string, cause error) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	c, key := x.client, x.failuresKey(runID)
+	res := c.DoMulti(ctx,
+		c.B().Hincrby().Key(key).Field("n").Increment(1).Build(),
+		c.B().Hset().Key(key).FieldValue().FieldValue("error", cause.Error()).Build(),
+		c.B().Pexpire().Key(key).Milliseconds(x.cfg.IdempotencyTTL.Milliseconds()).Build())
+	n, err := res[0].AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("HINCRBY %s: %w", key, err)
+	}
+	return n, nil
+}
+
+// deadLetter ends run runID, which failed transiently failures times (the
+// last with cause), or cannot be executed at all (cause is errUnrunnable,
+// failures 0), while this worker holds its lease: it XADDs the runs
+// entry to <ns>:runs:dead (fields run_id, entry_id, error, failures), ends
+// the run with run:error runtime_error (after a case:outcome line for a
+// case run), and acks the entry. It reports whether the entry was acked;
+// when a step fails the run is left to be retried.
+func (x *Executor) deadLetter(ctx context.Context, entryID, runID string, failures int64, cause error, log *zap.Logger) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	c := x.client
+	dead := x.stream + ":dead"
+	err := c.Do(ctx, c.B().Xadd().Key(dead).Id("*").FieldValue().FieldValue(runwire.RunField, runID).
+		FieldValue("entry_id", entryID).FieldValue("error", cause.Error()).
+		FieldValue("failures", strconv.FormatInt(failures, 10)).Build()).Error()
+	if err != nil {
+		log.Warn("write the run's dead letter", zap.Error(err))
+		return false
+	}
+	meta, err := x.journal.Meta(ctx, runID)
+	if err != nil {
+		log.Warn("read the dead-lettered run", zap.Error(err))
+		return false
+	}
+	var outcome *replay.Refusal
+	msg := fmt.Sprintf("dead-lettered to %s after %d transient failures; last error: %v", dead, failures, cause)
+	if errors.Is(cause, errUnrunnable) {
+		msg = fmt.Sprintf("dead-lettered to %s: %v", dead, cause)
+	}
+	if sub, err := runwire.Submitted(ctx, x.journal, runID); err == nil {
+		var typ string
+		_ = json.Unmarshal(sub.Extra[runwire.FieldMessageType], &typ)
+		if messages.MessageType(typ) == messages.RunCase {
+			outcome = &replay.Refusal{RunID: runID, Target: meta.TargetName, Code: messages.RuntimeError, Message: msg}
+		}
+	}
+	if _, err := x.fail(ctx, meta, messages.RuntimeError, msg, outcome); err != nil {
+		log.Warn("end the dead-lettered run", zap.Error(err))
+		return false
+	}
+	x.report.DeadLettered()
+	log.Warn("run dead-lettered", zap.String("code", string(messages.RuntimeError)), zap.Int64("failures", failures))
+	return x.ack(ctx, entryID)
+}
+
+// keepAlive renews the run's lease and touches its runs entry every third
+// of the lease until ctx is done; a lost lease cancels the run.
+func (x *Executor) keepAlive(ctx context.Context, cancel context.CancelCauseFunc, runID, entryID string, log *zap.Logger) {
+	every := max(x.cfg.RunLease/3, 10*time.Millisecond)
+	for consumer.Sleep(ctx, every) {
+		held, err := x.log.Renew(ctx, runID)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, journal.ErrLeaseLost) {
+			cancel(errLeaseLost)
+			return
+		}
+		if err != nil && !errors.Is(err, journal.ErrRunFinished) {
+			log.Warn("renew the run's lease", zap.Error(err))
+		}
+		if !held {
+			return
+		}
+		if err := x.touch(ctx, entryID); err != nil && ctx.Err() == nil {
+			log.Warn("touch the runs entry", zap.Error(err))
+		}
+	}
+}
+
+// run executes run runID (its lease adopted by x.log) as its run:submitted
+// event says: start_run or run_case. It returns the run's status once it
+// finished (terminal event written) or was suspended; an error means
+// neither (shutdown, lost lease or a transient failure).
+func (x *Executor) run(ctx context.Context, runID string, log *zap.Logger) (flow.Status, error) {
+	sub, err := runwire.Submitted(ctx, x.journal, runID)
+	if err != nil {
+		return "", err
+	}
+	meta, err := x.journal.Meta(ctx, runID)
+	if err != nil {
+		return "", fmt.Errorf("read run %s: %w", runID, err)
+	}
+	typ, err := runType(sub)
+	if err != nil {
+		return "", err
+	}
+	var out flow.Outcome
+	if typ == messages.RunCase {
+		out, err = x.runCase(ctx, meta, sub.Extra[runwire.FieldRequest], log)
+	} else {
+		out, err = x.startRun(ctx, meta, sub.Extra[runwire.FieldRequest])
+	}
+	if err != nil {
+		return "", err
+	}
+	if out.Status == flow.StatusSuspended {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		defer cancel()
+		if err := x.log.Release(rctx, runID, journal.StatusSuspended); err != nil {
+			return "", err
+		}
+	}
+	x.report.RunFinished(typ, out)
+	return out.Status, nil
+}
+
+// errUnrunnable marks a run the executor can never execute as submitted:
+// its run:submitted event has no readable message_type. Such a run is
+// dead-lettered at once instead of being retried (execute).
+var errUnrunnable = errors.New("the run cannot be executed")
+
+// runType is the message type a run was submitted with (the message_type
+// field of its run:submitted event): start_run or run_case. A missing
+// field, one that is not a JSON string, or another type is errUnrunnable.
+func runType(sub journal.Event) (messages.MessageType, error) {
+	raw, ok := sub.Extra[runwire.FieldMessageType]
+	if !ok {
+		return "", fmt.Errorf("%w: its run:submitted event has no %s", errUnrunnable, runwire.FieldMessageType)
+	}
+	var typ string
+	if err := json.Unmarshal(raw, &typ); err != nil {
+		return "", fmt.Errorf("%w: the %s of its run:submitted event is not a JSON string: %.100s", errUnrunnable, runwire.FieldMessageType, raw)
+	}
+	switch t := messages.MessageType(typ); t {
+	case messages.StartRun, messages.RunCase:
+		return t, nil
+	}
+	return "", fmt.Errorf("%w: the %s of its run:submitted event is %q, not %s or %s", errUnrunnable, runwire.FieldMessageType, typ, messages.StartRun, messages.RunCase)
+}
+
+// startRun executes a start_run run: the flow runtime over the journal,
+// which starts it or resumes it from its journal.
+func (x *Executor) startRun(ctx context.Context, meta journal.Meta, request json.RawMessage) (flow.Outcome, error) {
+	var b messages.StartRunBody
+	if len(request) > 0 {
+		if err := json.Unmarshal(request, &b); err != nil {
+			return x.fail(ctx, meta, messages.InvalidOverrides, fmt.Sprintf("the run's request is not a start_run body: %v", err), nil)
+		}
+	}
+	models, err := x.deps.Models(x.deps.LLMRef(b.LLMRef))
+	if me := messages.AsError(err); me != nil {
+		return x.fail(ctx, meta, me.Code, me.Message, nil)
+	}
+	var inputs map[string]json.RawMessage
+	if len(meta.Inputs) > 0 {
+		if err := json.Unmarshal(meta.Inputs, &inputs); err != nil {
+			return x.fail(ctx, meta, messages.InvalidOverrides, fmt.Sprintf("the run's inputs are not a JSON object: %v", err), nil)
+		}
+	}
+	rt, err := flow.NewRuntime(flow.Config{Registry: x.reg, Log: x.log})
+	if err != nil {
+		return flow.Outcome{}, fmt.Errorf("worker: %w", err)
+	}
+	out, err := rt.Run(ctx, flow.RunParams{RunID: meta.RunID, Target: meta.TargetName, Inputs: inputs, Models: models})
+	if errors.Is(err, flow.ErrUnknownTarget) || errors.Is(err, flow.ErrInvalidInputs) {
+		return x.fail(ctx, meta, messages.InvalidOverrides, err.Error(), nil)
+	}
+	return out, err
+}
+
+// fail ends a run that could not start with run:error code, writing
+// outcome first (a case run's case:outcome line) when it is set.
+func (x *Executor) fail(ctx context.Context, meta journal.Meta, code messages.Code, msg string, outcome *replay.Refusal) (flow.Outcome, error) {
+	at := time.Now().UTC()
+	if outcome != nil {
+		ev, err := outcome.Event(at)
+		if err != nil {
+			return flow.Outcome{}, err
+		}
+		if _, err := x.log.Append(ctx, meta.RunID, flow.Batch{Target: meta.TargetName, Events: []flow.Event{ev}}); err != nil {
+			return flow.Outcome{}, err
+		}
+	}
+	seq, err := x.log.Finish(ctx, meta.RunID, flow.Event{Kind: runevent.RunError, At: at, Code: code, Message: msg})
+	if errors.Is(err, flow.ErrFinished) {
+		return flow.Outcome{RunID: meta.RunID, Status: flow.StatusError, Code: code}, nil
+	}
+	if err != nil {
+		return flow.Outcome{}, err
+	}
+	return flow.Outcome{RunID: meta.RunID, Status: flow.StatusError, Code: code, Message: msg, LastSeq: seq}, nil
+}

@@ -1,0 +1,94 @@
+// Package runwire holds the names the worker's two services share on the
+// wire: the runs stream and its entries, which the message intake writes
+// and the run executor reads, and the fields of a submitted run's
+// run:submitted event, which tell the executor what to run. Neither
+// service reaches into the other; both read these.
+//
+// runwire imports journal, journal/capture, messages, replay and runevent.
+package runwire
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/journal/capture"
+	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/replay"
+	"github.com/pyrula/caseworker/runevent"
+)
+
+// The fields of a submitted run's run:submitted event that tell the
+// executor what to run (besides target_name and the run's inputs).
+const (
+	FieldMessageID   = "message_id"
+	FieldMessageType = "message_type"
+	FieldRequest     = "request"
+)
+
+// RunField is the one field of a runs stream entry: the run to execute.
+const RunField = "run_id"
+
+// RunsGroup is the consumer group of the runs stream.
+const RunsGroup = "run-workers"
+
+// RunsStream is the stream of submitted runs of namespace ns, <ns>:runs.
+func RunsStream(ns string) string { return ns + ":runs" }
+
+// Submitted returns run runID's run:submitted event (its first).
+func Submitted(ctx context.Context, j journal.Journal, runID string) (journal.Event, error) {
+	events, _, err := j.Events(ctx, runID)
+	if err != nil {
+		return journal.Event{}, fmt.Errorf("read run %s: %w", runID, err)
+	}
+	if len(events) == 0 || events[0].Kind != runevent.RunSubmitted {
+		return journal.Event{}, fmt.Errorf("run %s has no run:submitted event", runID)
+	}
+	return events[0], nil
+}
+
+// ForkRangeRefusal is the refusal of a fork outside the run's events, in
+// the message field that named it: a save_case's, or a run_case's journal
+// source.
+func ForkRangeRefusal(field string, fe *capture.ForkRangeError) error {
+	return messages.Errorf(messages.InvalidOverrides, "%s %d is past the last event of run %s (run_seq 0 to %d; see pyrula events %s)",
+		field, fe.ForkAfterSeq, fe.RunID, fe.LastSeq, fe.RunID)
+}
+
+// CaseOptions turns the message's options into the engine's; bad values
+// are invalid_overrides.
+func CaseOptions(o messages.RunCaseOptions) (replay.Options, error) {
+	out := replay.Options{
+		FromStart: o.FromStart, Inputs: o.Inputs, Model: o.Model, System: o.Prompt,
+		LiveBudget: o.LiveBudget, MaxCostUSD: o.MaxCostUSD, AllowWrite: o.AllowWrite, ReplayOnly: o.ReplayOnly,
+	}
+	if o.LiveBudget != nil && *o.LiveBudget < 0 {
+		return out, messages.Errorf(messages.InvalidOverrides, "options.live_budget %d is negative", *o.LiveBudget)
+	}
+	if o.MaxCostUSD != nil && (math.IsNaN(*o.MaxCostUSD) || math.IsInf(*o.MaxCostUSD, 0)) {
+		// JSON cannot say NaN or Inf (decodeBody refuses what overflows),
+		// but a ceiling that is not finite would switch the ceiling off.
+		return out, messages.Errorf(messages.InvalidOverrides, "options.max_cost_usd %g is not a finite number: give the ceiling in US dollars, 0 or more", *o.MaxCostUSD)
+	}
+	if o.MaxCostUSD != nil && *o.MaxCostUSD < 0 {
+		return out, messages.Errorf(messages.InvalidOverrides, "options.max_cost_usd %g is negative", *o.MaxCostUSD)
+	}
+	var err error
+	if s := bytes.TrimSpace(o.Supply); len(s) > 0 && !bytes.Equal(s, []byte("null")) && !o.ReplayOnly {
+		if len(s) > replay.MaxSupplyBytes {
+			return out, messages.Errorf(messages.InvalidOverrides, "options.supply is over %d bytes", replay.MaxSupplyBytes)
+		}
+		if out.Supply, err = replay.ParseSupply(s); err != nil {
+			return out, messages.Errorf(messages.InvalidOverrides, "options.supply: %v", err)
+		}
+	}
+	if p := bytes.TrimSpace(o.Prices); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
+		if out.Prices, err = replay.ParsePrices(p); err != nil {
+			return out, messages.Errorf(messages.InvalidOverrides, "options.prices: %s", strings.TrimPrefix(err.Error(), "prices: "))
+		}
+	}
+	return out, nil
+}
