@@ -73,7 +73,8 @@ type Call struct {
 	// Name is the step, tool, signal, interrupt or stream name, or the child
 	// target of a child run or gather; empty for model, sleep, now and random.
 	Name string
-	// Token is the --allow-write token that names the call: "tool:<name>" for
+	// Token is the permission token that names the call, what a case run
+	// is given to let a write run live: "tool:<name>" for
 	// tools, "step:<name>" for steps, "step:<id>" for child runs, signal sends
 	// and gathers ("step:child:0"); empty for other kinds.
 	Token string
@@ -164,7 +165,7 @@ type StopError struct {
 	// StopKey is the identity ("kind:key") of the call that stopped the run,
 	// or empty (null in the event) when no call did.
 	StopKey string
-	// StopToken is the --allow-write token for a refused write, or empty
+	// StopToken is the permission token (Call.Token) of a refused write, or empty
 	// (null in the event).
 	StopToken string
 }

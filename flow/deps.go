@@ -12,7 +12,7 @@ import (
 // their context with Dep instead of building the real thing, such as a
 // fake payment client for CI or a sandbox API's client. A package
 // registers sets by name (Registry.RegisterDeps); a run uses one when it is
-// given one (RunParams.Deps; the CLI's --deps-ref NAME or PACKAGE:NAME),
+// given one (RunParams.Deps, which a host picks by name),
 // and its children use it too. Without one, Dep reports false and the code
 // uses its own. A dependency set changes what live calls do, never a
 // call's input or fingerprint: recorded calls replay the same.

@@ -27,7 +27,7 @@ func (f ModelClientFunc) Call(ctx context.Context, req ModelRequest) (ModelRespo
 // ModelRequest is a model call's input; its JSON form is what the call's
 // fingerprint is computed from: {"model", "system", "messages", "tools"}.
 // Model and System are part of the request, so a case run can change them
-// (--model, --prompt-file) and see the fingerprint change.
+// (RunParams.Model, RunParams.System) and see the fingerprint change.
 type ModelRequest struct {
 	// Model is the model id. Empty means the agent's (or the run's override).
 	Model string `json:"model"`
