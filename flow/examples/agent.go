@@ -96,23 +96,13 @@ func registerSupportAgent(reg *flow.Registry, fx *Effects) error {
 		},
 		Tools: []flow.ToolDef{lookup, refund, policy},
 		Run: func(ctx context.Context, in SupportInputs) (SupportResult, error) {
-			msgs := []flow.Message{flow.UserText(in.Message)}
-			for turn := 1; turn <= maxTurns; turn++ {
-				resp, err := flow.Model(ctx, flow.ModelRequest{Messages: msgs})
-				if err != nil {
-					return SupportResult{}, err
-				}
-				msgs = append(msgs, resp.Message())
-				if len(resp.ToolUses()) == 0 {
-					return SupportResult{Reply: resp.Text(), Turns: turn}, nil
-				}
-				results, err := flow.RunTools(ctx, resp)
-				if err != nil {
-					return SupportResult{}, err
-				}
-				msgs = append(msgs, results)
+			// The model, the tools it asks for, the model again: each a
+			// recorded call.
+			res, err := flow.AgentLoop(ctx, []flow.Message{flow.UserText(in.Message)}, maxTurns)
+			if err != nil {
+				return SupportResult{}, err
 			}
-			return SupportResult{}, fmt.Errorf("no answer after %d turns", maxTurns)
+			return SupportResult{Reply: res.Response.Text(), Turns: res.Turns}, nil
 		},
 	})
 }

@@ -67,23 +67,13 @@ func registerHelpdesk(reg *flow.Registry) error {
 		Defaults:    helpdeskInputs{Message: "Please cancel my order ord_1001, I ordered the wrong size."},
 		Tools:       []flow.ToolDef{lookup, cancel},
 		Run: func(ctx context.Context, in helpdeskInputs) (helpdeskResult, error) {
-			msgs := []flow.Message{flow.UserText(in.Message)}
-			for turn := 1; turn <= maxTurns; turn++ {
-				resp, err := flow.Model(ctx, flow.ModelRequest{Messages: msgs})
-				if err != nil {
-					return helpdeskResult{}, err
-				}
-				msgs = append(msgs, resp.Message())
-				if len(resp.ToolUses()) == 0 {
-					return helpdeskResult{Reply: resp.Text(), Turns: turn}, nil
-				}
-				results, err := flow.RunTools(ctx, resp) // each tool use is a recorded call
-				if err != nil {
-					return helpdeskResult{}, err
-				}
-				msgs = append(msgs, results)
+			// The standard loop: the model, the tools it asks for (each tool
+			// use a recorded call), the model again, until it answers.
+			res, err := flow.AgentLoop(ctx, []flow.Message{flow.UserText(in.Message)}, maxTurns)
+			if err != nil {
+				return helpdeskResult{}, err
 			}
-			return helpdeskResult{}, fmt.Errorf("no answer after %d turns", maxTurns)
+			return helpdeskResult{Reply: res.Response.Text(), Turns: res.Turns}, nil
 		},
 	})
 }
