@@ -1,6 +1,7 @@
 package docscheck
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -73,13 +74,12 @@ func matchAny(patterns []string, pkg string) bool {
 	return false
 }
 
-// projectImports reads the imports of the module's packages from their
-// non-test Go files: package path (relative to the module, "" for the root)
-// → the project packages it imports, relative too. Directories with a go.mod
-// of their own (other modules), testdata and hidden ones are left out.
-func projectImports(t *testing.T, root string) map[string][]string {
+// moduleFiles parses, with mode, every non-test Go file of the module's
+// packages under root and gives each to fn with its package path (relative
+// to the module, "" for the root). Directories with a go.mod of their own
+// (other modules), testdata and hidden ones are left out.
+func moduleFiles(t *testing.T, root string, mode parser.Mode, fn func(pkg string, f *ast.File) error) {
 	t.Helper()
-	imports := map[string]map[string]bool{}
 	fset := token.NewFileSet()
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -100,7 +100,7 @@ func projectImports(t *testing.T, root string) map[string][]string {
 		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
 			return nil
 		}
-		f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
+		f, err := parser.ParseFile(fset, p, nil, mode)
 		if err != nil {
 			return err
 		}
@@ -108,7 +108,20 @@ func projectImports(t *testing.T, root string) map[string][]string {
 		if err != nil {
 			return err
 		}
-		pkg := filepath.ToSlash(rel)
+		return fn(filepath.ToSlash(rel), f)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// projectImports reads the imports of the module's packages from their
+// non-test Go files: package path (relative to the module, "" for the root)
+// → the project packages it imports, relative too.
+func projectImports(t *testing.T, root string) map[string][]string {
+	t.Helper()
+	imports := map[string]map[string]bool{}
+	moduleFiles(t, root, parser.ImportsOnly, func(pkg string, f *ast.File) error {
 		if imports[pkg] == nil {
 			imports[pkg] = map[string]bool{}
 		}
@@ -123,9 +136,6 @@ func projectImports(t *testing.T, root string) map[string][]string {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string][]string{}
 	for pkg, deps := range imports {
 		list := []string{}

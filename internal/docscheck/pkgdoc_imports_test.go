@@ -1,11 +1,8 @@
 package docscheck
 
 import (
+	"go/ast"
 	"go/parser"
-	"go/token"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -61,40 +58,12 @@ func importClaims(doc string, pkgs map[string]bool) []importClaim {
 func packageDocs(t *testing.T, root string) map[string]string {
 	t.Helper()
 	docs := map[string]string{}
-	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	moduleFiles(t, root, parser.PackageClauseOnly|parser.ParseComments, func(pkg string, f *ast.File) error {
+		if f.Doc != nil {
+			docs[pkg] += f.Doc.Text() + "\n"
 		}
-		if d.IsDir() {
-			if p == root {
-				return nil
-			}
-			if name := d.Name(); strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" {
-				return filepath.SkipDir
-			}
-			if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, p, nil, parser.PackageClauseOnly|parser.ParseComments)
-		if err != nil || f.Doc == nil {
-			return err
-		}
-		rel, err := filepath.Rel(root, filepath.Dir(p))
-		if err != nil {
-			return err
-		}
-		docs[filepath.ToSlash(rel)] += f.Doc.Text() + "\n"
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return docs
 }
 
