@@ -511,6 +511,41 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 	if ctx.Err() != nil {
 		return r.abandonLocked(ctx)
 	}
+	c, err := r.newCallLocked(s, canon, fp, ferr)
+	if err != nil {
+		return err
+	}
+	// 1. The run's own journal.
+	inflight, done, err := r.fromJournalLocked(c, decode)
+	if done {
+		return err
+	}
+	// 2. The resolver.
+	res, answer, err := r.resolveLocked(ctx, c, s.kind, decode)
+	if err != nil {
+		return err
+	}
+	// 3. call:start, unless the journal has it.
+	st, err := r.startCallLocked(ctx, c, s, res, inflight)
+	if err != nil {
+		return err
+	}
+	// 4. The result.
+	result, cerr := answer, res.Error
+	if res.Action == ActLive {
+		if result, cerr, err = r.runLiveLocked(ctx, c, live, st.wakeAt); err != nil {
+			return err
+		}
+	}
+	// 5. call:done and the result record.
+	return r.doneCallLocked(ctx, c, res, st, result, cerr, decode)
+}
+
+// newCallLocked is the identity of the call s makes: its key (the next of
+// its counter unless s fixes one), fingerprint, token and position. A call
+// whose input does not fingerprint, or a fixed key made twice, stops the
+// run.
+func (r *run) newCallLocked(s callSpec, canon json.RawMessage, fp string, ferr error) (Call, error) {
 	key := s.key
 	if key == "" {
 		n := r.counters[s.counter]
@@ -534,42 +569,51 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 		}
 	}
 	if ferr != nil {
-		return r.stopLocked(&StopError{Code: messages.RuntimeError, Message: fmt.Sprintf("call %s: %v", c.ID(), ferr), StopKey: c.ID()})
+		return c, r.stopLocked(&StopError{Code: messages.RuntimeError, Message: fmt.Sprintf("call %s: %v", c.ID(), ferr), StopKey: c.ID()})
 	}
 	// Keys from a counter are unique by construction; only fixed keys
 	// (tool-use and gather ids) can repeat.
 	if s.key != "" {
 		id := c.ID()
 		if r.seen[id] {
-			return r.stopLocked(&StopError{Code: messages.RuntimeError,
+			return c, r.stopLocked(&StopError{Code: messages.RuntimeError,
 				Message: fmt.Sprintf("call %s made twice in one run (tool-use and gather ids must be unique)", id), StopKey: id})
 		}
 		r.seen[id] = true
 	}
+	return c, nil
+}
 
-	// 1. The run's own journal.
-	var inflight *recordedCall
-	if c.Seq < len(r.calls) {
-		rec := &r.calls[c.Seq]
-		if rec.ref.Kind != c.Kind || rec.ref.Key != c.Key || rec.ref.Fingerprint != fp {
-			return r.stopLocked(divergence(c, rec.ref))
-		}
+// fromJournalLocked checks the call against the run's own journal: a call
+// the journal has at its position must be the same (else the run stops
+// diverged), and one the journal finished is delivered from it (done).
+// inflight is the journal's call:start of a call it did not finish.
+func (r *run) fromJournalLocked(c Call, decode func(json.RawMessage) error) (inflight *recordedCall, done bool, err error) {
+	if c.Seq >= len(r.calls) {
 		r.pos++
-		if res, ok := r.results[c.ID()]; ok {
-			return r.deliverRecorded(c, res, decode)
-		}
-		inflight = rec
-	} else {
-		r.pos++
+		return nil, false, nil
 	}
+	rec := &r.calls[c.Seq]
+	if rec.ref.Kind != c.Kind || rec.ref.Key != c.Key || rec.ref.Fingerprint != c.Fingerprint {
+		return nil, true, r.stopLocked(divergence(c, rec.ref))
+	}
+	r.pos++
+	if res, ok := r.results[c.ID()]; ok {
+		return nil, true, r.deliverRecorded(c, res, decode)
+	}
+	return rec, false, nil
+}
 
-	// 2. The resolver.
+// resolveLocked asks the resolver how to make the call: live, an answer
+// (checked against the call kind's shape, returned as answer) or a stop,
+// which stops the run.
+func (r *run) resolveLocked(ctx context.Context, c Call, kind CallKind, decode func(json.RawMessage) error) (Resolution, json.RawMessage, error) {
 	res, err := r.resolver.Resolve(ctx, c)
 	if err != nil {
 		if ctx.Err() != nil {
-			return r.abandonLocked(ctx)
+			return res, nil, r.abandonLocked(ctx)
 		}
-		return r.stopLocked(&StopError{Code: messages.RuntimeError, Message: fmt.Sprintf("resolve %s: %v", c.ID(), err), StopKey: c.ID()})
+		return res, nil, r.stopLocked(&StopError{Code: messages.RuntimeError, Message: fmt.Sprintf("resolve %s: %v", c.ID(), err), StopKey: c.ID()})
 	}
 	var answer json.RawMessage
 	switch res.Action {
@@ -583,93 +627,104 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 		if stop.StopKey == "" {
 			stop.StopKey = c.ID()
 		}
-		return r.stopLocked(stop)
+		return res, nil, r.stopLocked(stop)
 	case ActAnswer:
 		if res.Error == nil {
-			answer, err = checkAnswer(s.kind, res.Result, res.Canonical, decode)
+			answer, err = checkAnswer(kind, res.Result, res.Canonical, decode)
 			if err != nil {
-				return r.stopLocked(&StopError{Code: messages.MissingContext,
+				return res, nil, r.stopLocked(&StopError{Code: messages.MissingContext,
 					Message: fmt.Sprintf("the answer for %s has the wrong shape: %v", c.ID(), err), StopKey: c.ID()})
 			}
 		}
 	default:
-		return r.stopLocked(&StopError{Code: messages.RuntimeError, Message: fmt.Sprintf("resolve %s: unknown action %v", c.ID(), res.Action), StopKey: c.ID()})
+		return res, nil, r.stopLocked(&StopError{Code: messages.RuntimeError, Message: fmt.Sprintf("resolve %s: unknown action %v", c.ID(), res.Action), StopKey: c.ID()})
 	}
+	return res, answer, nil
+}
 
-	// 3. call:start, unless the journal has it.
-	var wakeAt time.Time
+// callStart is what startCallLocked wrote or staged of a call's start.
+type callStart struct {
+	ref     *CallRef // one copy of the identity for both events (a Log may keep it)
+	startAt time.Time
+	wakeAt  time.Time
+	nEvents int // call:start events staged in r.events for the call:done append
+}
+
+// startCallLocked writes the call's call:start, unless the journal has it:
+// at once for a live call, staged in r.events for an answered call, which
+// runs nothing between its call:start and its call:done, so that both go
+// in one append.
+func (r *run) startCallLocked(ctx context.Context, c Call, s callSpec, res Resolution, inflight *recordedCall) (callStart, error) {
+	var st callStart
 	if s.wait > 0 {
 		if inflight != nil && !inflight.wakeAt.IsZero() {
-			wakeAt = inflight.wakeAt
+			st.wakeAt = inflight.wakeAt
 		} else {
-			wakeAt = r.now().Add(s.wait)
+			st.wakeAt = r.now().Add(s.wait)
 		}
 	}
-	// An answered call runs nothing between its call:start and its
-	// call:done, so both go in one append (step 5).
-	nEvents := 0
-	ref := &CallRef{} // one copy of the identity for both events (a Log may keep it)
-	*ref = c.CallRef
-	var startAt time.Time
-	if inflight == nil {
-		startAt = r.now()
-		r.events[0] = Event{Kind: runevent.CallStart, At: startAt, Call: ref, Input: canon, WakeAt: wakeAt, Tool: s.tool}
-		nEvents = 1
-		if res.Action == ActLive {
-			err := r.appendLocked(ctx, ctx, Batch{Events: r.events[:1]})
-			r.events[0], nEvents = Event{}, 0
-			if err != nil {
-				return err
-			}
-		}
+	st.ref = &CallRef{}
+	*st.ref = c.CallRef
+	if inflight != nil {
+		return st, nil
 	}
-
-	// 4. The result.
-	var result json.RawMessage
-	var cerr *CallError
+	st.startAt = r.now()
+	r.events[0] = Event{Kind: runevent.CallStart, At: st.startAt, Call: st.ref, Input: c.Input, WakeAt: st.wakeAt, Tool: s.tool}
+	st.nEvents = 1
 	if res.Action == ActLive {
-		out, err := live(context.WithValue(ctx, runKey{}, (*run)(nil)), c, wakeAt)
-		var stop *StopError
-		var op opError
-		switch {
-		case err == nil:
-			raw, merr := json.Marshal(out)
-			if merr == nil {
-				raw, merr = canonical(raw)
-			}
-			if merr != nil {
-				if ctx.Err() != nil {
-					return r.abandonLocked(ctx)
-				}
-				return r.stopLocked(&StopError{Code: messages.RuntimeError,
-					Message: fmt.Sprintf("the result of %s does not encode as JSON: %v", c.ID(), merr), StopKey: c.ID()})
-			}
-			result = raw
-		case ctx.Err() != nil:
-			return r.abandonLocked(ctx)
-		case errors.Is(err, ErrSuspended):
-			r.suspendedAt = c.ID()
-			return fmt.Errorf("%w: waiting on %s", ErrSuspended, c.ID())
-		case errors.As(err, &stop):
-			cp := *stop
-			if cp.StopKey == "" {
-				cp.StopKey = c.ID()
-			}
-			return r.stopLocked(&cp)
-		case errors.As(err, &op):
-			r.fatal = fmt.Errorf("flow: run %s: %s: %w", r.id, c.ID(), op.err)
-			return r.fatal
-		default:
-			cerr = toCallError(err)
+		err := r.appendLocked(ctx, ctx, Batch{Events: r.events[:1]})
+		r.events[0], st.nEvents = Event{}, 0
+		if err != nil {
+			return st, err
 		}
-	} else {
-		result, cerr = answer, res.Error
 	}
+	return st, nil
+}
 
-	// 5. call:done and the result record (after call:start for an answered
-	// call), in one append. A live call that finished as the run's context
-	// ended is still recorded.
-	record := bundle.Result{Key: c.Key, Kind: string(c.Kind), Fingerprint: fp}
+// runLiveLocked runs a live call: its canonical result, or the call's own
+// error (cerr), or the error that stops the run (err).
+func (r *run) runLiveLocked(ctx context.Context, c Call, live liveFunc, wakeAt time.Time) (result json.RawMessage, cerr *CallError, err error) {
+	out, err := live(context.WithValue(ctx, runKey{}, (*run)(nil)), c, wakeAt)
+	var stop *StopError
+	var op opError
+	switch {
+	case err == nil:
+		raw, merr := json.Marshal(out)
+		if merr == nil {
+			raw, merr = canonical(raw)
+		}
+		if merr != nil {
+			if ctx.Err() != nil {
+				return nil, nil, r.abandonLocked(ctx)
+			}
+			return nil, nil, r.stopLocked(&StopError{Code: messages.RuntimeError,
+				Message: fmt.Sprintf("the result of %s does not encode as JSON: %v", c.ID(), merr), StopKey: c.ID()})
+		}
+		return raw, nil, nil
+	case ctx.Err() != nil:
+		return nil, nil, r.abandonLocked(ctx)
+	case errors.Is(err, ErrSuspended):
+		r.suspendedAt = c.ID()
+		return nil, nil, fmt.Errorf("%w: waiting on %s", ErrSuspended, c.ID())
+	case errors.As(err, &stop):
+		cp := *stop
+		if cp.StopKey == "" {
+			cp.StopKey = c.ID()
+		}
+		return nil, nil, r.stopLocked(&cp)
+	case errors.As(err, &op):
+		r.fatal = fmt.Errorf("flow: run %s: %s: %w", r.id, c.ID(), op.err)
+		return nil, nil, r.fatal
+	}
+	return nil, toCallError(err), nil
+}
+
+// doneCallLocked writes call:done and the result record (after call:start
+// for an answered call) in one append, tells the resolver (an Observer)
+// and hands the result to decode. A live call that finished as the run's
+// context ended is still recorded.
+func (r *run) doneCallLocked(ctx context.Context, c Call, res Resolution, st callStart, result json.RawMessage, cerr *CallError, decode func(json.RawMessage) error) error {
+	record := bundle.Result{Key: c.Key, Kind: string(c.Kind), Fingerprint: c.Fingerprint}
 	if cerr != nil {
 		raw, _ := json.Marshal(cerr)
 		record.Error, _ = canonical(raw)
@@ -679,11 +734,11 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 	// An answered call's call:done is written in the same instant as its
 	// call:start (one append, nothing ran between): it shares the clock
 	// reading.
-	doneAt := startAt
+	doneAt := st.startAt
 	if res.Action == ActLive || doneAt.IsZero() {
 		doneAt = r.now()
 	}
-	r.events[nEvents] = Event{Kind: runevent.CallDone, At: doneAt, Call: ref, Provenance: res.Provenance}
+	r.events[st.nEvents] = Event{Kind: runevent.CallDone, At: doneAt, Call: st.ref, Provenance: res.Provenance}
 	r.records[0] = record
 	wctx := ctx
 	if res.Action == ActLive {
@@ -694,7 +749,7 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 		r.events[0], r.events[1], r.records[0] = Event{}, Event{}, bundle.Result{}
 		return r.abandonLocked(ctx)
 	}
-	err = r.appendLocked(ctx, wctx, Batch{Events: r.events[:nEvents+1], Results: r.records[:1]})
+	err := r.appendLocked(ctx, wctx, Batch{Events: r.events[:st.nEvents+1], Results: r.records[:1]})
 	r.events[0], r.events[1], r.records[0] = Event{}, Event{}, bundle.Result{}
 	if err != nil {
 		return err
