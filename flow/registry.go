@@ -239,11 +239,23 @@ func newTarget[I, O any](name string, kind bundle.Kind, codeVersion string, defa
 		},
 		run: func(ctx context.Context, in any) (any, error) { return run(ctx, in.(I)) },
 	}
+	if err := t.declareSteps(steps); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// declareSteps records the target's step declarations in its
+// registration: each step's id (children, signal sends and gathers get
+// ids of their kind), effect and volatile-field rules, refusing a nil or
+// unnamed declaration, a bad spec and an id declared twice.
+func (t *target) declareSteps(steps []Decl) error {
+	name := t.info.Name
 	ids := make(map[string]bool)
 	counts := map[string]int{}
 	for i, d := range steps {
 		if d == nil {
-			return nil, fmt.Errorf("%w: %s: step declaration %d is nil", ErrInvalidTarget, name, i)
+			return fmt.Errorf("%w: %s: step declaration %d is nil", ErrInvalidTarget, name, i)
 		}
 		dl := d.declaration()
 		s := bundle.Step{ID: dl.name, Name: dl.name, Effect: string(dl.effect)}
@@ -264,33 +276,43 @@ func newTarget[I, O any](name string, kind bundle.Kind, codeVersion string, defa
 			t.declared[dl.kind] = append(t.declared[dl.kind], dl.name)
 		}
 		if dl.name == "" {
-			return nil, fmt.Errorf("%w: %s: step declaration %d has no name", ErrInvalidTarget, name, i)
+			return fmt.Errorf("%w: %s: step declaration %d has no name", ErrInvalidTarget, name, i)
 		}
 		if err := checkStepSpec(s); err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrInvalidTarget, name, err)
+			return fmt.Errorf("%w: %s: %v", ErrInvalidTarget, name, err)
 		}
 		if ids[s.ID] {
-			return nil, fmt.Errorf("%w: %s: step id %s declared twice", ErrInvalidTarget, name, s.ID)
+			return fmt.Errorf("%w: %s: step id %s declared twice", ErrInvalidTarget, name, s.ID)
 		}
 		ids[s.ID] = true
-		if len(dl.volatile) > 0 {
-			rules, err := volatile.Compile(volatile.Spec{Fields: dl.volatile})
-			if err != nil {
-				return nil, fmt.Errorf("%w: %s: step %s: %v", ErrInvalidTarget, name, s.ID, err)
-			}
-			v := t.volatile()
-			if v.Steps == nil {
-				v.Steps = map[string][]string{}
-			}
-			v.Steps[s.Name] = dl.volatile
-			t.stepRules[s.Name] = rules
+		if err := t.stepVolatile(s, dl.volatile); err != nil {
+			return err
 		}
 		if !isReservedStepID(s.ID) {
 			t.stepEffects[s.Name] = Effect(s.Effect)
 		}
 		t.info.Registration.Steps = append(t.info.Registration.Steps, s)
 	}
-	return t, nil
+	return nil
+}
+
+// stepVolatile compiles and records step s's volatile-field rules, if it
+// declares any.
+func (t *target) stepVolatile(s bundle.Step, fields []string) error {
+	if len(fields) == 0 {
+		return nil
+	}
+	rules, err := volatile.Compile(volatile.Spec{Fields: fields})
+	if err != nil {
+		return fmt.Errorf("%w: %s: step %s: %v", ErrInvalidTarget, t.info.Name, s.ID, err)
+	}
+	v := t.volatile()
+	if v.Steps == nil {
+		v.Steps = map[string][]string{}
+	}
+	v.Steps[s.Name] = fields
+	t.stepRules[s.Name] = rules
+	return nil
 }
 
 // volatile returns the target's recorded volatile-field rules, creating
