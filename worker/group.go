@@ -123,3 +123,22 @@ func (w *Worker) restoreGroup(ctx context.Context, p *groupPos, cause error) err
 	w.log.Warn("consumer group missing (its stream or group was deleted): created it again after the last entry known delivered; entries pending in the lost group are no longer tracked", fields...)
 	return nil
 }
+
+// streamFailed is told of a failed command of the consumer loop of the
+// stream of group p (a read, a reclaim pass): a deleted group (NOGROUP) is
+// created again at once (restoreGroup) and nil returned, so that the loop
+// reads on; another failure marks the worker unhealthy and is returned,
+// for the loop to log and wait out.
+func (w *Worker) streamFailed(ctx context.Context, p *groupPos, err error) error {
+	if isNoGroup(err) {
+		// The group or the stream was deleted: create it again and read
+		// on at once.
+		rerr := w.restoreGroup(ctx, p, err)
+		if rerr == nil {
+			return nil
+		}
+		err = rerr
+	}
+	w.healthy.Store(false)
+	return err
+}

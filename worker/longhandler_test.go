@@ -56,7 +56,7 @@ func (s *heldStore) Delete(ctx context.Context, h bundle.Hash) (bool, error) {
 // idle time is not reclaimed by another worker of the group while its
 // worker is alive: the store operation runs once and one reply is
 // published, for delete_case_bundle and save_case, on Valkey, on the Valkey
-// Cluster and on the embedded server. Without the touch of in-flight entries (keepalive.go)
+// Cluster and on the embedded server. Without the touch of in-flight entries (worker/internal/intake/keepalive.go)
 // the second worker reclaims the entry after ClaimIdle and both handle it.
 func TestLongHandlerNotRunTwice(t *testing.T) {
 	t.Parallel()

@@ -4,12 +4,10 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/valkey-io/valkey-go"
 
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/version"
-	"github.com/pyrula/caseworker/worker/internal/envelope"
 )
 
 // metrics are the worker's Prometheus metrics, registered on the
@@ -191,37 +189,6 @@ func typeLabel(t string) string {
 		return t
 	}
 	return "unknown"
-}
-
-// took counts entry e, taken for handling with deliveries its delivery
-// count (1 only on its first delivery, an XREADGROUP of new entries; more
-// for reclaims and re-reads of the consumer's own pending entries, which
-// Valkey counts as deliveries too; 0 when unknown):
-// pyrula_worker_messages_received_total counts every entry once, at its
-// first delivery, so that at rest (nothing pending) the answered messages
-// add up to the received ones.
-func (w *Worker) took(e valkey.XRangeEntry, deliveries int64) {
-	if deliveries == 1 {
-		w.metrics.receivedBy[typeIndex(w.entryTypeLabel(e))].Inc()
-	}
-}
-
-// entryTypeLabel is the type label entry e's outcome will be counted under
-// by handle: "unknown" for an entry that decide refuses before it reads the
-// type (no message field, too large, not a JSON envelope, reply_to the
-// message stream, unusable message_id), else typeLabel of its type. It
-// mirrors the order of decide's checks so that received and answered
-// messages add up by type too.
-func (w *Worker) entryTypeLabel(e valkey.XRangeEntry) string {
-	raw, ok := e.FieldValues[messages.MessageField]
-	if !ok || len(raw) > w.cfg.MaxMessageBytes {
-		return "unknown"
-	}
-	env, ok := envelope.PeekHeader(raw)
-	if !ok || env.ReplyTo == w.cfg.CaseStream || checkMessageID(env.MessageID) != nil {
-		return "unknown"
-	}
-	return typeLabel(env.Type)
 }
 
 // caseProvenances are the provenance label values of

@@ -8,6 +8,7 @@ import (
 	"github.com/pyrula/caseworker/llm"
 	"github.com/pyrula/caseworker/llm/resolve"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/store"
 )
 
 // modelClients opens the live model clients that llm_ref and
@@ -62,4 +63,17 @@ func (w *Worker) caseModelClient(name string, replayOnly bool) (flow.ModelClient
 		return nil, messages.Errorf(messages.InvalidOverrides, "%v", err)
 	}
 	return nil, nil
+}
+
+// fixtureStore returns the worker's store checked against the one a
+// message expects: no_fixture_store without a store, binding_mismatch when
+// they differ. The intake and the run executor both use it.
+func (w *Worker) fixtureStore(expected string) (store.Store, error) {
+	if w.store == nil {
+		return nil, messages.Errorf(messages.NoFixtureStore, "this worker has no fixture store (set PYRULA_FIXTURE_STORE or PYRULA_POSTGRES_DSN)")
+	}
+	if err := store.CheckBinding(w.store, expected); err != nil {
+		return nil, err
+	}
+	return w.store, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/pyrula/caseworker/store/resolve"
 	"github.com/pyrula/caseworker/worker/internal/batch"
 	"github.com/pyrula/caseworker/worker/internal/consumer"
+	"github.com/pyrula/caseworker/worker/internal/intake"
 	"github.com/pyrula/caseworker/worker/internal/maintain"
 	"github.com/pyrula/caseworker/worker/internal/runexec"
 	"github.com/pyrula/caseworker/worker/internal/runwire"
@@ -64,10 +65,9 @@ type Worker struct {
 	givenStore  store.Store
 	givenClient valkey.Client
 
-	batch  *batch.Batcher       // groups the per-message Valkey commands (handle.go) and the message stream's reads under load
+	batch  *batch.Batcher       // groups the per-message Valkey commands and the message stream's reads under load
 	spawn  spawner              // runs the message handlers on reused goroutines (spawn.go)
-	cases  *consumer.Consumer   // the message stream's consumer: Concurrency slots, its policy (consume.go)
-	saves  chan struct{}        // one token per save_case building a bundle
+	intake *intake.Intake       // consumes the message stream (intake.go wires it)
 	exec   *runexec.Executor    // executes the runs stream, with its consumer (runs.go wires it)
 	upkeep *maintain.Maintainer // trims the streams and deletes dead consumers (maintain.go)
 	models modelClients         // live model clients by llm_ref
@@ -117,7 +117,6 @@ func New(cfg Config, p Params) (*Worker, error) {
 		cfg: cfg, log: log, reg: reg, metrics: m,
 		givenStore: p.Store, givenClient: p.Client,
 		models:  modelClients{reg: reg, getenv: getenv},
-		saves:   make(chan struct{}, cfg.SaveConcurrency),
 		stopped: make(chan struct{}),
 	}, nil
 }
@@ -146,7 +145,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if err := w.createGroup(ctx); err != nil {
 		return err
 	}
-	if w.cases, err = w.newCaseConsumer(); err != nil {
+	if w.intake, err = newIntake(w); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
 	if w.upkeep, err = maintain.New(maintain.Config{Consumer: w.cfg.ConsumerName, ConsumerExpiry: w.cfg.ConsumerExpiry},
@@ -174,7 +173,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	w.started = true
 	// Each consumer loop reads until readCtx is done and returns once its
 	// handlers (under workCtx) ended: see Stop.
-	w.loops.Go(func() { w.consume(w.cases, readCtx, workCtx, w.handleMessage) })
+	w.loops.Go(func() { w.consume(w.intake.Consumer(), readCtx, workCtx, w.intake.Handle) })
 	w.loops.Go(func() { w.consume(w.exec.Consumer(), readCtx, workCtx, w.exec.Execute) })
 	w.loops.Go(func() { w.maintainLoop(readCtx) })
 	w.log.Info("worker started",
@@ -333,3 +332,6 @@ func (w *Worker) consume(c *consumer.Consumer, ctx, work context.Context, h cons
 		w.log.Error("consume "+c.Config().Name, zap.Error(err))
 	}
 }
+
+// runsStream is the stream of submitted runs, <ns>:runs.
+func (w *Worker) runsStream() string { return runwire.RunsStream(w.cfg.Namespace) }

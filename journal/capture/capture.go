@@ -180,7 +180,7 @@ func withInputs(r *journal.Run, fork int64) []bundle.Result {
 }
 
 // requestField is the field of the run:submitted event of a run the worker
-// submitted that holds the message's body (worker/submit.go).
+// submitted that holds the message's body (worker/internal/intake/submit.go).
 const requestField = "request"
 
 // withoutPrices returns e without the prices of a case run: a run:submitted

@@ -1,4 +1,4 @@
-package worker
+package intake
 
 import (
 	"context"
@@ -78,11 +78,11 @@ var setRecordSHA = func() string {
 
 // setRecord runs setRecordLua for key through do (EVALSHA, then EVAL when
 // the server does not have the script yet).
-func (w *Worker) setRecord(do func(valkey.Completed) valkey.ValkeyResult, key, bodyHash, value string) valkey.ValkeyResult {
-	ttl := strconv.FormatInt(w.cfg.IdempotencyTTL.Milliseconds(), 10)
-	res := do(w.client.B().Evalsha().Sha1(setRecordSHA).Numkeys(1).Key(key).Arg(startedPrefix(bodyHash), value, ttl).Build())
+func (in *Intake) setRecord(do func(valkey.Completed) valkey.ValkeyResult, key, bodyHash, value string) valkey.ValkeyResult {
+	ttl := strconv.FormatInt(in.cfg.IdempotencyTTL.Milliseconds(), 10)
+	res := do(in.client.B().Evalsha().Sha1(setRecordSHA).Numkeys(1).Key(key).Arg(startedPrefix(bodyHash), value, ttl).Build())
 	if ve, ok := valkey.IsValkeyErr(res.Error()); ok && ve.IsNoScript() {
-		res = do(w.client.B().Eval().Script(setRecordLua).Numkeys(1).Key(key).Arg(startedPrefix(bodyHash), value, ttl).Build())
+		res = do(in.client.B().Eval().Script(setRecordLua).Numkeys(1).Key(key).Arg(startedPrefix(bodyHash), value, ttl).Build())
 	}
 	return res
 }
@@ -109,7 +109,7 @@ type outcome struct {
 // writes, the run's submission) on that node: on a single Valkey, all of
 // them; on a Valkey Cluster only those of the record's node (docs/operate.md,
 // "Valkey Cluster"). Without WAIT the SET goes through the batcher.
-func (w *Worker) writeRecord(ctx context.Context, out *outcome) error {
+func (in *Intake) writeRecord(ctx context.Context, out *outcome) error {
 	reply, err := json.Marshal(out.reply)
 	if err != nil {
 		return fmt.Errorf("encode the reply: %w", err)
@@ -140,49 +140,54 @@ func (w *Worker) writeRecord(ctx context.Context, out *outcome) error {
 		}
 		return nil
 	}
-	if w.cfg.WaitReplicas <= 0 {
-		return keep(w.setRecord(func(cmd valkey.Completed) valkey.ValkeyResult { return w.batch.Do(ctx, cmd) }, out.key, out.bodyHash, rec))
+	if in.cfg.WaitReplicas <= 0 {
+		return keep(in.setRecord(func(cmd valkey.Completed) valkey.ValkeyResult { return in.batch.Do(ctx, cmd) }, out.key, out.bodyHash, rec))
 	}
-	return w.client.Dedicated(func(c valkey.DedicatedClient) error {
-		if err := keep(w.setRecord(func(cmd valkey.Completed) valkey.ValkeyResult { return c.Do(ctx, cmd) }, out.key, out.bodyHash, rec)); err != nil {
+	return in.client.Dedicated(func(c valkey.DedicatedClient) error {
+		if err := keep(in.setRecord(func(cmd valkey.Completed) valkey.ValkeyResult { return c.Do(ctx, cmd) }, out.key, out.bodyHash, rec)); err != nil {
 			return err
 		}
 		// WAIT's timeout is in milliseconds, and 0 would block for ever.
-		timeout := max(w.cfg.WaitTimeout.Milliseconds(), 1)
-		n, err := c.Do(ctx, w.client.B().Wait().Numreplicas(int64(w.cfg.WaitReplicas)).Timeout(timeout).Build()).AsInt64()
+		timeout := max(in.cfg.WaitTimeout.Milliseconds(), 1)
+		n, err := c.Do(ctx, in.client.B().Wait().Numreplicas(int64(in.cfg.WaitReplicas)).Timeout(timeout).Build()).AsInt64()
 		if err != nil {
 			return fmt.Errorf("wait for replicas: %w", err)
 		}
-		if n < int64(w.cfg.WaitReplicas) {
-			return fmt.Errorf("wait for replicas: %d of %d acknowledged", n, w.cfg.WaitReplicas)
+		if n < int64(in.cfg.WaitReplicas) {
+			return fmt.Errorf("wait for replicas: %d of %d acknowledged", n, in.cfg.WaitReplicas)
 		}
 		return nil
 	})
 }
 
 // recordKey is the key of a message id's idempotency record.
-func (w *Worker) recordKey(messageID string) string {
-	return w.cfg.Namespace + ":msg:{" + messageID + "}"
+func (in *Intake) recordKey(messageID string) string {
+	return in.cfg.Namespace + ":msg:{" + messageID + "}"
 }
 
-func (w *Worker) errorKey(messageID string) string {
-	return w.recordKey(messageID) + ":error"
+func (in *Intake) errorKey(messageID string) string {
+	return in.recordKey(messageID) + ":error"
 }
 
 // handle handles one delivery of entry e: refuses it, answers it from its
 // idempotency record, or does its work; then records, replies and acks. A
 // transient failure leaves the entry pending, to be claimed again
 // (consumer.Retry).
-func (w *Worker) handle(ctx context.Context, e valkey.XRangeEntry, deliveries int64) consumer.Verdict {
+func (in *Intake) handle(ctx context.Context, e valkey.XRangeEntry, deliveries int64) consumer.Verdict {
 	start := time.Now()
-	w.took(e, deliveries)
-	w.metrics.inFlight.Inc()
-	defer w.metrics.inFlight.Dec()
-	out, typ, err := w.decide(ctx, e)
+	if deliveries == 1 {
+		// Counted once, at its first delivery (1 only for an XREADGROUP of
+		// new entries; reclaims and re-reads count more, 0 is unknown), so
+		// that at rest the answered messages add up to the received ones.
+		in.report.Received(in.entryType(e))
+	}
+	in.report.HandlingStarted()
+	defer in.report.HandlingEnded()
+	out, typ, err := in.decide(ctx, e)
 	// The message's fields, passed to each line (cheaper than Logger.With
 	// on the path every message takes), built only for a line logged.
 	log := func(level zapcore.Level, msg string, more ...zap.Field) {
-		if ce := w.log.Check(level, msg); ce != nil {
+		if ce := in.log.Check(level, msg); ce != nil {
 			fields := make([]zap.Field, 0, 3+len(more))
 			fields = append(fields, zap.String("entry_id", e.ID), zap.String("message_id", out.reply.MessageID), zap.String("type", typ))
 			ce.Write(append(fields, more...)...)
@@ -193,23 +198,22 @@ func (w *Worker) handle(ctx context.Context, e valkey.XRangeEntry, deliveries in
 			log(zap.InfoLevel, "handling interrupted by shutdown; the message stays pending")
 			return consumer.Retry(nil)
 		}
-		w.metrics.transient.WithLabelValues(typeLabel(typ)).Inc()
+		in.report.Transient(typ)
 		log(zap.WarnLevel, "transient failure; the message stays pending", zap.Int64("deliveries", deliveries), zap.Error(err))
 		if out.reply.MessageID != "" {
-			w.noteError(ctx, out.reply.MessageID, err)
+			in.noteError(ctx, out.reply.MessageID, err)
 		}
 		return consumer.Retry(err)
 	}
-	if err := w.finish(ctx, e.ID, &out); err != nil {
-		w.metrics.transient.WithLabelValues(typeLabel(typ)).Inc()
+	if err := in.finish(ctx, e.ID, &out); err != nil {
+		in.report.Transient(typ)
 		log(zap.WarnLevel, "reply or ack failed; the message stays pending", zap.Int64("deliveries", deliveries), zap.Error(err))
 		if out.reply.MessageID != "" {
-			w.noteError(ctx, out.reply.MessageID, err) // for its dead letter
+			in.noteError(ctx, out.reply.MessageID, err) // for its dead letter
 		}
 		return consumer.Retry(err)
 	}
-	w.metrics.answered(typ, out.reply.Status).Inc()
-	w.metrics.durationOf(typ).Observe(time.Since(start).Seconds())
+	in.report.Answered(typ, out.reply.Status, time.Since(start))
 	if out.reply.Code != "" {
 		log(zap.InfoLevel, "message answered", zap.String("status", string(out.reply.Status)), zap.String("code", string(out.reply.Code)))
 	} else {
@@ -220,8 +224,8 @@ func (w *Worker) handle(ctx context.Context, e valkey.XRangeEntry, deliveries in
 
 // decide works out the reply for entry e (doing the work when needed). Its
 // error is a transient failure: nothing is replied or acked.
-func (w *Worker) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, string, error) {
-	out := outcome{replyTo: w.cfg.ReplyStream}
+func (in *Intake) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, string, error) {
+	out := outcome{replyTo: in.cfg.ReplyStream}
 	refuse := func(code messages.Code, format string, args ...any) (outcome, string, error) {
 		out.reply.Status, out.reply.Code, out.reply.Message = messages.StatusRefused, code, fmt.Sprintf(format, args...)
 		return out, string(out.reply.Type), nil
@@ -231,15 +235,15 @@ func (w *Worker) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, str
 	if !ok {
 		return refuse(messages.InvalidOverrides, "entry %s has no %q field", e.ID, messages.MessageField)
 	}
-	if len(raw) > w.cfg.MaxMessageBytes {
-		return refuse(messages.InvalidOverrides, "entry %s is %d bytes, over PYRULA_MAX_MESSAGE_BYTES (%d); not read", e.ID, len(raw), w.cfg.MaxMessageBytes)
+	if len(raw) > in.cfg.MaxMessageBytes {
+		return refuse(messages.InvalidOverrides, "entry %s is %d bytes, over PYRULA_MAX_MESSAGE_BYTES (%d); not read", e.ID, len(raw), in.cfg.MaxMessageBytes)
 	}
 	env, err := envelope.Parse(raw)
 	if err != nil {
 		return refuse(messages.InvalidOverrides, "entry %s is not a JSON envelope: %v", e.ID, err)
 	}
 	if env.ReplyTo != "" {
-		if env.ReplyTo == w.cfg.CaseStream {
+		if env.ReplyTo == in.cfg.CaseStream {
 			return refuse(messages.InvalidOverrides, "reply_to must not be the message stream")
 		}
 		if !usableReplyTo(env.ReplyTo) {
@@ -264,7 +268,7 @@ func (w *Worker) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, str
 	// delivery still working, or one that died) lets the work run again
 	// (it is idempotent), and the first reply recorded is every
 	// delivery's reply.
-	prev, found, err := w.claimRecord(ctx, env.MessageID, bodyHash)
+	prev, found, err := in.claimRecord(ctx, env.MessageID, bodyHash)
 	if err != nil {
 		return out, string(env.Type), err
 	}
@@ -272,28 +276,28 @@ func (w *Worker) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, str
 		return refuse(messages.InvalidOverrides, "message_id %s reused with another body", env.MessageID)
 	}
 	if found && prev.State != stateStarted {
-		w.metrics.duplicates.Inc()
+		in.report.Duplicate()
 		out.reply = prev.Reply
 		// With PYRULA_WAIT_REPLICAS, finish goes through the record again
 		// (it is there, so it keeps this reply) so that WAIT holds a
 		// duplicate's ack too: the first delivery may have failed in that
 		// WAIT. Without it there is nothing to write: reply and ack.
-		if w.cfg.WaitReplicas > 0 {
-			out.key, out.bodyHash = w.recordKey(env.MessageID), bodyHash
+		if in.cfg.WaitReplicas > 0 {
+			out.key, out.bodyHash = in.recordKey(env.MessageID), bodyHash
 		}
 		return out, string(env.Type), nil
 	}
-	out.key, out.bodyHash = w.recordKey(env.MessageID), bodyHash
+	out.key, out.bodyHash = in.recordKey(env.MessageID), bodyHash
 	var result any
 	switch env.Type {
 	case messages.DeleteCaseBundle:
-		result, err = w.deleteCaseBundle(ctx, env.Body, claimed{key: out.key, bodyHash: bodyHash, bundlePresent: found && prev.BundlePresent})
+		result, err = in.deleteCaseBundle(ctx, env.Body, claimed{key: out.key, bodyHash: bodyHash, bundlePresent: found && prev.BundlePresent})
 	case messages.SaveCase:
-		result, err = w.saveCase(ctx, env.Body)
+		result, err = in.saveCase(ctx, env.Body)
 	case messages.StartRun:
-		result, err = w.startRun(ctx, env)
+		result, err = in.startRun(ctx, env)
 	case messages.RunCase:
-		result, err = w.runCase(ctx, env)
+		result, err = in.runCase(ctx, env)
 	default:
 		return refuse(messages.InvalidOverrides, "unknown message type %q", env.Type)
 	}
@@ -309,6 +313,25 @@ func (w *Worker) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, str
 	}
 	out.reply.Status, out.reply.Result = messages.StatusOK, raw2
 	return out, string(env.Type), nil
+}
+
+// entryType is the type entry e's outcome will be counted under by
+// handle: "" for an entry that decide refuses before it reads the type (no
+// message field, too large, not a JSON envelope, reply_to the message
+// stream, unusable message_id), else its type as the envelope gives it. It
+// mirrors the order of decide's checks, so that received and answered
+// messages add up by type too, and it allocates nothing for a typical
+// entry (envelope.PeekHeader).
+func (in *Intake) entryType(e valkey.XRangeEntry) string {
+	raw, ok := e.FieldValues[messages.MessageField]
+	if !ok || len(raw) > in.cfg.MaxMessageBytes {
+		return ""
+	}
+	env, ok := envelope.PeekHeader(raw)
+	if !ok || env.ReplyTo == in.cfg.CaseStream || checkMessageID(env.MessageID) != nil {
+		return ""
+	}
+	return env.Type
 }
 
 // maxMessageIDBytes is the longest message_id accepted.
@@ -347,9 +370,9 @@ func checkMessageID(id string) error {
 // claimRecord writes the started record of bodyHash at messageID's idempotency
 // record unless there is one (SET NX GET), and returns the one there
 // (found) if any.
-func (w *Worker) claimRecord(ctx context.Context, messageID, bodyHash string) (record, bool, error) {
-	cmd := w.client.B().Set().Key(w.recordKey(messageID)).Value(startedRecord(bodyHash, false)).Nx().Get().Px(w.cfg.IdempotencyTTL).Build()
-	s, err := w.batch.Do(ctx, cmd).ToString()
+func (in *Intake) claimRecord(ctx context.Context, messageID, bodyHash string) (record, bool, error) {
+	cmd := in.client.B().Set().Key(in.recordKey(messageID)).Value(startedRecord(bodyHash, false)).Nx().Get().Px(in.cfg.IdempotencyTTL).Build()
+	s, err := in.batch.Do(ctx, cmd).ToString()
 	if valkey.IsValkeyNil(err) {
 		return record{}, false, nil
 	}
@@ -373,22 +396,22 @@ func (w *Worker) claimRecord(ctx context.Context, messageID, bodyHash string) (r
 // between two leaves the entry pending, and its redelivery finds the
 // record and publishes the same reply (a reply stream may then hold it
 // twice; clients take the first of a message id).
-func (w *Worker) finish(ctx context.Context, entryID string, out *outcome) error {
+func (in *Intake) finish(ctx context.Context, entryID string, out *outcome) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
 	if out.key != "" {
-		if err := w.writeRecord(ctx, out); err != nil {
+		if err := in.writeRecord(ctx, out); err != nil {
 			return err
 		}
 	}
-	if err := w.publish(ctx, out); err != nil {
+	if err := in.publish(ctx, out); err != nil {
 		return err
 	}
-	return w.ackEntry(ctx, entryID)
+	return in.ackEntry(ctx, entryID)
 }
 
 // publish XADDs out's reply to its reply stream.
-func (w *Worker) publish(ctx context.Context, out *outcome) error {
+func (in *Intake) publish(ctx context.Context, out *outcome) error {
 	raw := out.replyJSON
 	if raw == nil {
 		var err error
@@ -396,29 +419,29 @@ func (w *Worker) publish(ctx context.Context, out *outcome) error {
 			return fmt.Errorf("encode the reply: %w", err)
 		}
 	}
-	if err := w.batch.Do(ctx, w.client.B().Xadd().Key(out.replyTo).Id("*").FieldValue().FieldValue(messages.ReplyField, string(raw)).Build()).Error(); err != nil {
+	if err := in.batch.Do(ctx, in.client.B().Xadd().Key(out.replyTo).Id("*").FieldValue().FieldValue(messages.ReplyField, string(raw)).Build()).Error(); err != nil {
 		return fmt.Errorf("publish the reply to %s: %w", out.replyTo, err)
 	}
 	return nil
 }
 
 // ackEntry XACKs entry entryID of the message stream.
-func (w *Worker) ackEntry(ctx context.Context, entryID string) error {
-	if err := w.batch.Ack(ctx, w.cfg.CaseStream, w.cfg.ConsumerGroup, entryID); err != nil {
+func (in *Intake) ackEntry(ctx context.Context, entryID string) error {
+	if err := in.batch.Ack(ctx, in.cfg.CaseStream, in.cfg.ConsumerGroup, entryID); err != nil {
 		return fmt.Errorf("ack %s: %w", entryID, err)
 	}
-	w.healthy.Store(true)
+	in.report.Healthy()
 	return nil
 }
 
 // noteError keeps the last transient error of a message id, for its dead
 // letter. Best effort.
-func (w *Worker) noteError(ctx context.Context, messageID string, cause error) {
+func (in *Intake) noteError(ctx context.Context, messageID string, cause error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
-	err := w.batch.Do(ctx, w.client.B().Set().Key(w.errorKey(messageID)).Value(cause.Error()).Px(w.cfg.IdempotencyTTL).Build()).Error()
+	err := in.batch.Do(ctx, in.client.B().Set().Key(in.errorKey(messageID)).Value(cause.Error()).Px(in.cfg.IdempotencyTTL).Build()).Error()
 	if err != nil {
-		w.log.Warn("keep the last error", zap.String("message_id", messageID), zap.Error(err))
+		in.log.Warn("keep the last error", zap.String("message_id", messageID), zap.Error(err))
 	}
 }
 
@@ -434,7 +457,7 @@ func (w *Worker) noteError(ctx context.Context, messageID string, cause error) {
 // reply goes out before the dead letter, so a reply that cannot be
 // published leaves the message pending without adding dead letters. It
 // reports whether the entry was acked.
-func (w *Worker) deadLetter(ctx context.Context, e valkey.XRangeEntry, deliveries int64) bool {
+func (in *Intake) deadLetter(ctx context.Context, e valkey.XRangeEntry, deliveries int64) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
 	raw := e.FieldValues[messages.MessageField]
@@ -443,14 +466,14 @@ func (w *Worker) deadLetter(ctx context.Context, e valkey.XRangeEntry, deliverie
 	validID := checkMessageID(env.MessageID) == nil
 	lastErr := "unknown (the failure was not recorded)"
 	if validID {
-		if s, err := w.batch.Do(ctx, w.client.B().Get().Key(w.errorKey(env.MessageID)).Build()).ToString(); err == nil {
+		if s, err := in.batch.Do(ctx, in.client.B().Get().Key(in.errorKey(env.MessageID)).Build()).ToString(); err == nil {
 			lastErr = s
 		}
 	}
-	log := w.log.With(zap.String("entry_id", e.ID), zap.String("message_id", env.MessageID), zap.String("type", string(env.Type)))
-	dead := w.cfg.CaseStream + ":dead"
-	out := outcome{replyTo: w.cfg.ReplyStream}
-	if env.ReplyTo != "" && env.ReplyTo != w.cfg.CaseStream && usableReplyTo(env.ReplyTo) {
+	log := in.log.With(zap.String("entry_id", e.ID), zap.String("message_id", env.MessageID), zap.String("type", string(env.Type)))
+	dead := in.cfg.CaseStream + ":dead"
+	out := outcome{replyTo: in.cfg.ReplyStream}
+	if env.ReplyTo != "" && env.ReplyTo != in.cfg.CaseStream && usableReplyTo(env.ReplyTo) {
 		out.replyTo = env.ReplyTo
 	}
 	out.reply = messages.Reply{MessageID: env.MessageID, Type: env.Type, Status: messages.StatusError, Code: messages.RuntimeError,
@@ -459,18 +482,18 @@ func (w *Worker) deadLetter(ctx context.Context, e valkey.XRangeEntry, deliverie
 		out.reply.EntryID = e.ID
 	} else if h, err := envelope.HashBody(env); err == nil {
 		// Record first: this decides the reply (a recorded one wins).
-		out.key, out.bodyHash = w.recordKey(env.MessageID), h
-		if err := w.writeRecord(ctx, &out); err != nil {
+		out.key, out.bodyHash = in.recordKey(env.MessageID), h
+		if err := in.writeRecord(ctx, &out); err != nil {
 			log.Warn("record the reply of a dead letter; the message stays pending", zap.Error(err))
 			return false
 		}
 		out.key = ""
 	}
-	if err := w.publish(ctx, &out); err != nil {
+	if err := in.publish(ctx, &out); err != nil {
 		log.Warn("reply to a dead letter; the message stays pending", zap.Error(err))
 		return false
 	}
-	err := w.batch.Do(ctx, w.client.B().Xadd().Key(dead).Id("*").FieldValue().
+	err := in.batch.Do(ctx, in.client.B().Xadd().Key(dead).Id("*").FieldValue().
 		FieldValue(messages.MessageField, raw).FieldValue("error", lastErr).
 		FieldValue("deliveries", strconv.FormatInt(deliveries, 10)).FieldValue("entry_id", e.ID).
 		FieldValue("reply_status", string(out.reply.Status)).Build()).Error()
@@ -478,12 +501,11 @@ func (w *Worker) deadLetter(ctx context.Context, e valkey.XRangeEntry, deliverie
 		log.Warn("write the dead letter; the message stays pending", zap.Error(err))
 		return false
 	}
-	if err := w.ackEntry(ctx, e.ID); err != nil {
+	if err := in.ackEntry(ctx, e.ID); err != nil {
 		log.Warn("ack a dead letter; the message stays pending", zap.Error(err))
 		return false
 	}
-	w.metrics.deadLetters.Inc()
-	w.metrics.messages.WithLabelValues(typeLabel(string(env.Type)), string(out.reply.Status)).Inc()
+	in.report.DeadLettered(string(env.Type), out.reply.Status)
 	log.Warn("message dead-lettered", zap.String("code", string(messages.RuntimeError)), zap.Int64("deliveries", deliveries),
 		zap.String("reply_status", string(out.reply.Status)))
 	return true

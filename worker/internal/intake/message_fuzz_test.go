@@ -1,4 +1,4 @@
-package worker
+package intake
 
 import (
 	"bytes"
@@ -17,7 +17,6 @@ import (
 	"github.com/pyrula/caseworker/memvalkey"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
-	"github.com/pyrula/caseworker/store/memstore"
 	"github.com/pyrula/caseworker/worker/internal/envelope"
 	"github.com/pyrula/caseworker/worker/internal/runwire"
 )
@@ -282,19 +281,13 @@ func FuzzDecide(f *testing.F) {
 	f.Cleanup(c.Close) // before srv.Close
 	reg, _ := fuzzTargets(f)
 	const maxBytes = 4096
-	w, err := New(Config{Namespace: "fuzz", ConsumerName: "c1", MaxMessageBytes: maxBytes},
-		Params{Client: c, Store: memstore.New(memstore.Options{}), Registry: reg, Getenv: func(string) string { return "" }})
-	if err != nil {
-		f.Fatal(err)
-	}
-	if err := w.open(context.Background()); err != nil {
-		f.Fatal(err)
-	}
+	in := newTestIntake(f, c, reg, Config{Namespace: "fuzz", CaseStream: "pyrula:case-messages", ReplyStream: "pyrula:case-replies",
+		ConsumerGroup: "pyrula-workers", ConsumerName: "c1", MaxMessageBytes: maxBytes})
 	decide := func(t *testing.T, raw string) messages.Reply {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		out, _, err := w.decide(ctx, valkey.XRangeEntry{ID: "1-0", FieldValues: map[string]string{messages.MessageField: raw}})
+		out, _, err := in.decide(ctx, valkey.XRangeEntry{ID: "1-0", FieldValues: map[string]string{messages.MessageField: raw}})
 		if err != nil {
 			t.Fatalf("decide %q: transient error %v", raw, err)
 		}
@@ -307,7 +300,7 @@ func FuzzDecide(f *testing.F) {
 		case r.Status != messages.StatusRefused || !r.Code.Known():
 			t.Fatalf("decide %q: reply %+v is neither ok nor a refusal with a known code", raw, r)
 		}
-		if out.replyTo == "" || out.replyTo == w.cfg.CaseStream {
+		if out.replyTo == "" || out.replyTo == in.cfg.CaseStream {
 			t.Fatalf("decide %q: reply to %q", raw, out.replyTo)
 		}
 		if enc, err := json.Marshal(r); err != nil || !json.Valid(enc) {

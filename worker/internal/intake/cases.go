@@ -1,4 +1,4 @@
-package worker
+package intake
 
 import (
 	"bytes"
@@ -133,19 +133,6 @@ func fieldError(err error) error {
 	return messages.Errorf(messages.InvalidOverrides, "%s is a JSON %s, not %s", te.Field, te.Value, want)
 }
 
-// fixtureStore returns the worker's store checked against the message's
-// expected one: no_fixture_store without a store, binding_mismatch when
-// they differ.
-func (w *Worker) fixtureStore(expected string) (store.Store, error) {
-	if w.store == nil {
-		return nil, messages.Errorf(messages.NoFixtureStore, "this worker has no fixture store (set PYRULA_FIXTURE_STORE or PYRULA_POSTGRES_DSN)")
-	}
-	if err := store.CheckBinding(w.store, expected); err != nil {
-		return nil, err
-	}
-	return w.store, nil
-}
-
 // claimed is the idempotency record a delivery holds while it works: its
 // key and body hash, and whether an earlier delivery of the message found
 // the bundle of a delete_case_bundle stored (its started record says so).
@@ -161,7 +148,7 @@ type claimed struct {
 // running). So the first delivery that finds the bundle stored notes it in
 // the started record before deleting it, and a delivery that finds nothing
 // to delete reads the record again; a bundle absent then is deleted: false.
-func (w *Worker) deleteCaseBundle(ctx context.Context, raw json.RawMessage, cl claimed) (any, error) {
+func (in *Intake) deleteCaseBundle(ctx context.Context, raw json.RawMessage, cl claimed) (any, error) {
 	var b messages.DeleteCaseBundleBody
 	if err := decodeBody(raw, &b); err != nil {
 		return nil, err
@@ -173,7 +160,7 @@ func (w *Worker) deleteCaseBundle(ctx context.Context, raw json.RawMessage, cl c
 	if err != nil {
 		return nil, messages.Errorf(messages.InvalidFixtureHash, "fixture_hash is not 64 lowercase hex characters")
 	}
-	s, err := w.fixtureStore(b.FixtureStore)
+	s, err := in.deps.FixtureStore(b.FixtureStore)
 	if err != nil {
 		return nil, err
 	}
@@ -185,8 +172,8 @@ func (w *Worker) deleteCaseBundle(ctx context.Context, raw json.RawMessage, cl c
 		case err != nil:
 			return nil, fmt.Errorf("stat %s: %w", h, err)
 		default:
-			do := func(cmd valkey.Completed) valkey.ValkeyResult { return w.batch.Do(ctx, cmd) }
-			err := w.setRecord(do, cl.key, cl.bodyHash, startedRecord(cl.bodyHash, true)).Error()
+			do := func(cmd valkey.Completed) valkey.ValkeyResult { return in.batch.Do(ctx, cmd) }
+			err := in.setRecord(do, cl.key, cl.bodyHash, startedRecord(cl.bodyHash, true)).Error()
 			if err != nil && !valkey.IsValkeyNil(err) {
 				return nil, fmt.Errorf("note the bundle in the idempotency record: %w", err)
 			}
@@ -206,7 +193,7 @@ func (w *Worker) deleteCaseBundle(ctx context.Context, raw json.RawMessage, cl c
 		// Stat. Its note was written before its delete, so it is there
 		// now: read it, or this delivery would answer false and, if it
 		// records first, be the message's one reply.
-		if cl.bundlePresent, err = w.bundleNoted(ctx, cl); err != nil {
+		if cl.bundlePresent, err = in.bundleNoted(ctx, cl); err != nil {
 			return nil, err
 		}
 	}
@@ -215,8 +202,8 @@ func (w *Worker) deleteCaseBundle(ctx context.Context, raw json.RawMessage, cl c
 
 // bundleNoted reports whether the idempotency record at cl.key is the
 // started record of cl's body noting the bundle present.
-func (w *Worker) bundleNoted(ctx context.Context, cl claimed) (bool, error) {
-	cur, err := w.batch.Do(ctx, w.client.B().Get().Key(cl.key).Build()).ToString()
+func (in *Intake) bundleNoted(ctx context.Context, cl claimed) (bool, error) {
+	cur, err := in.batch.Do(ctx, in.client.B().Get().Key(cl.key).Build()).ToString()
 	if valkey.IsValkeyNil(err) {
 		return false, nil
 	}
@@ -228,7 +215,7 @@ func (w *Worker) bundleNoted(ctx context.Context, cl claimed) (bool, error) {
 
 // saveCase handles save_case: capture the run from the journal (live or
 // archived), as `pyrula case save` does, and save it durably to the store.
-func (w *Worker) saveCase(ctx context.Context, raw json.RawMessage) (any, error) {
+func (in *Intake) saveCase(ctx context.Context, raw json.RawMessage) (any, error) {
 	var b messages.SaveCaseBody
 	if err := decodeBody(raw, &b); err != nil {
 		return nil, err
@@ -245,23 +232,23 @@ func (w *Worker) saveCase(ctx context.Context, raw json.RawMessage) (any, error)
 	case b.Kind != "" && b.Kind != string(bundle.KindWorkflow) && b.Kind != string(bundle.KindAgent):
 		return nil, messages.Errorf(messages.InvalidOverrides, "kind %q is not workflow or agent", b.Kind)
 	}
-	s, err := w.fixtureStore(b.FixtureStore)
+	s, err := in.deps.FixtureStore(b.FixtureStore)
 	if err != nil {
 		return nil, err
 	}
 	// At most SaveConcurrency bundles are built at once: each holds up to
 	// about 2.5× its size in memory.
 	select {
-	case w.saves <- struct{}{}:
-		defer func() { <-w.saves }()
+	case in.saves <- struct{}{}:
+		defer func() { <-in.saves }()
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	c, err := capture.FromJournal(ctx, w.journal, capture.FromJournalParams{
+	c, err := capture.FromJournal(ctx, in.journal, capture.FromJournalParams{
 		Target: b.TargetName, RunID: b.RunID,
 		Params: capture.Params{ForkAfterSeq: b.ForkAfterSeq, Kind: bundle.Kind(b.Kind), PyrulaVersion: version.Version},
 		Registration: func(target string) (bundle.Registration, error) {
-			info, ok := w.reg.Lookup(target)
+			info, ok := in.reg.Lookup(target)
 			if !ok {
 				return bundle.Registration{}, messages.Errorf(messages.InvalidOverrides, "no target %q is registered in this worker", target)
 			}

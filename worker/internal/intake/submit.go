@@ -1,4 +1,4 @@
-package worker
+package intake
 
 import (
 	"bytes"
@@ -17,9 +17,6 @@ import (
 	"github.com/pyrula/caseworker/worker/internal/runwire"
 )
 
-// runsStream is the stream of submitted runs, <ns>:runs.
-func (w *Worker) runsStream() string { return runwire.RunsStream(w.cfg.Namespace) }
-
 // derivedRunID is the run id of a message that names none: prefix plus the
 // first 16 hex digits of the SHA-256 of the message id, so that every
 // delivery of a message submits the same run.
@@ -29,7 +26,7 @@ func derivedRunID(prefix, messageID string) string {
 }
 
 // startRun handles start_run: durable submission of a new live run.
-func (w *Worker) startRun(ctx context.Context, env messages.Envelope) (any, error) {
+func (in *Intake) startRun(ctx context.Context, env messages.Envelope) (any, error) {
 	var b messages.StartRunBody
 	if err := decodeBody(env.Body, &b); err != nil {
 		return nil, err
@@ -43,17 +40,17 @@ func (w *Worker) startRun(ctx context.Context, env messages.Envelope) (any, erro
 	} else if inputs[0] != '{' {
 		return nil, messages.Errorf(messages.InvalidOverrides, "inputs must be a JSON object")
 	}
-	if _, err := w.modelClient(w.llmRef(b.LLMRef)); err != nil {
+	if _, err := in.deps.Models(in.deps.LLMRef(b.LLMRef)); err != nil {
 		return nil, err
 	}
-	return w.submit(ctx, env, b.RunID, "run_", b.TargetName, inputs)
+	return in.submit(ctx, env, b.RunID, "run_", b.TargetName, inputs)
 }
 
 // runCase handles run_case: the body is checked, then the new run is
 // submitted durably with the body in its run:submitted event; everything
 // else (loading or rebuilding the case, running it) happens in the runs
 // executor and arrives as the run's events.
-func (w *Worker) runCase(ctx context.Context, env messages.Envelope) (any, error) {
+func (in *Intake) runCase(ctx context.Context, env messages.Envelope) (any, error) {
 	var b messages.RunCaseBody
 	if err := decodeBody(env.Body, &b); err != nil {
 		return nil, err
@@ -98,7 +95,7 @@ func (w *Worker) runCase(ctx context.Context, env messages.Envelope) (any, error
 	if err != nil {
 		return nil, err
 	}
-	info, ok := w.reg.Lookup(b.TargetName)
+	info, ok := in.reg.Lookup(b.TargetName)
 	if ok {
 		// Against the registration only: the case is loaded by the
 		// executor, which checks again with it (runcase.go).
@@ -114,7 +111,7 @@ func (w *Worker) runCase(ctx context.Context, env messages.Envelope) (any, error
 			return nil, messages.Errorf(messages.InvalidOverrides, "options.prompt applies to agents; %s is a %s", b.TargetName, info.Kind)
 		}
 	}
-	if _, err := w.caseModelClient(w.llmRef(b.Options.LLMRef), b.Options.ReplayOnly); err != nil {
+	if _, err := in.deps.CaseModels(in.deps.LLMRef(b.Options.LLMRef), b.Options.ReplayOnly); err != nil {
 		return nil, err
 	}
 	var inputs json.RawMessage
@@ -125,7 +122,7 @@ func (w *Worker) runCase(ctx context.Context, env messages.Envelope) (any, error
 		}
 		inputs = raw
 	}
-	res, err := w.submit(ctx, env, b.RunID, "case_", b.TargetName, inputs)
+	res, err := in.submit(ctx, env, b.RunID, "case_", b.TargetName, inputs)
 	if err != nil || src.Journal == nil {
 		return res, err
 	}
@@ -141,8 +138,8 @@ func (w *Worker) runCase(ctx context.Context, env messages.Envelope) (any, error
 // entry to the runs stream. A run of that id created by the same message
 // (a redelivery) is the same submission; one created by another message is
 // refused. Then the caller records, replies and acks.
-func (w *Worker) submit(ctx context.Context, env messages.Envelope, runID, prefix, target string, inputs json.RawMessage) (any, error) {
-	info, ok := w.reg.Lookup(target)
+func (in *Intake) submit(ctx context.Context, env messages.Envelope, runID, prefix, target string, inputs json.RawMessage) (any, error) {
+	info, ok := in.reg.Lookup(target)
 	if !ok {
 		return nil, messages.Errorf(messages.InvalidOverrides, "no target %q is registered in this worker", target)
 	}
@@ -163,13 +160,13 @@ func (w *Worker) submit(ctx context.Context, env messages.Envelope, runID, prefi
 	if err := json.Compact(&body, env.Body); err != nil {
 		return nil, messages.Errorf(messages.InvalidOverrides, "the body is not valid JSON: %v", err)
 	}
-	_, err = w.journal.Create(ctx, journal.CreateParams{
+	_, err = in.journal.Create(ctx, journal.CreateParams{
 		RunID: runID, TargetName: target, CodeVersion: info.CodeVersion, Inputs: inputs,
 		Fields: map[string]json.RawMessage{runwire.FieldMessageID: msgID, runwire.FieldMessageType: typ, runwire.FieldRequest: body.Bytes()},
 	})
 	switch {
 	case errors.Is(err, journal.ErrRunExists):
-		same, serr := w.submittedBy(ctx, runID, env.MessageID)
+		same, serr := in.submittedBy(ctx, runID, env.MessageID)
 		if serr != nil {
 			return nil, serr
 		}
@@ -188,17 +185,17 @@ func (w *Worker) submit(ctx context.Context, env messages.Envelope, runID, prefi
 	// (ErrRunExists, submittedBy) and adds the entry then. A crash after
 	// this XADD and before the ack adds a second entry on redelivery; the
 	// executor finds the run leased or finished and acks it.
-	err = w.client.Do(ctx, w.client.B().Xadd().Key(w.runsStream()).Id("*").FieldValue().FieldValue(runwire.RunField, runID).Build()).Error()
+	err = in.client.Do(ctx, in.client.B().Xadd().Key(in.runsStream).Id("*").FieldValue().FieldValue(runwire.RunField, runID).Build()).Error()
 	if err != nil {
-		return nil, fmt.Errorf("submit run %s to %s: %w", runID, w.runsStream(), err)
+		return nil, fmt.Errorf("submit run %s to %s: %w", runID, in.runsStream, err)
 	}
-	return messages.RunResult{RunID: runID, Events: valkeyjournal.EventsKey(w.cfg.Namespace, runID)}, nil
+	return messages.RunResult{RunID: runID, Events: valkeyjournal.EventsKey(in.cfg.Namespace, runID)}, nil
 }
 
 // submittedBy reports whether run runID was submitted by message messageID
 // (its run:submitted event carries that message id).
-func (w *Worker) submittedBy(ctx context.Context, runID, messageID string) (bool, error) {
-	ev, err := runwire.Submitted(ctx, w.journal, runID)
+func (in *Intake) submittedBy(ctx context.Context, runID, messageID string) (bool, error) {
+	ev, err := runwire.Submitted(ctx, in.journal, runID)
 	if err != nil {
 		return false, err
 	}

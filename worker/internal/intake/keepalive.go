@@ -1,4 +1,4 @@
-package worker
+package intake
 
 import (
 	"context"
@@ -35,37 +35,37 @@ return n
 const touchBatch = 100
 
 // keepAliveLoop touches the message stream entries this worker is handling
-// (w.cases.Active) every third of ClaimIdle until ctx is done, so that a handler
+// (in.cases.Active) every third of ClaimIdle until ctx is done, so that a handler
 // that outlives ClaimIdle (a large save_case, a slow store) keeps its entry
 // idle less than ClaimIdle and no other worker of the group reclaims it
 // while this one is alive: the work runs once and is answered once. Parked
 // entries (left pending after a failure) are not touched, so they become
 // idle and are reclaimed with their backoff. Runs entries are touched by
 // the executor with their lease (executor.keepAlive).
-func (w *Worker) keepAliveLoop(ctx context.Context) {
-	every := max(w.cfg.ClaimIdle/3, 10*time.Millisecond)
+func (in *Intake) keepAliveLoop(ctx context.Context) {
+	every := max(in.cfg.ClaimIdle/3, 10*time.Millisecond)
 	failing := false
 	for consumer.Sleep(ctx, every) {
-		err := w.touchActive(ctx)
+		err := in.touchActive(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:
 			failing = true
-			w.log.Warn("touch the message stream entries in flight", zap.Error(err))
+			in.log.Warn("touch the message stream entries in flight", zap.Error(err))
 		case err == nil && failing:
 			failing = false
-			w.log.Info("touching the message stream entries in flight works again")
+			in.log.Info("touching the message stream entries in flight works again")
 		}
 	}
 }
 
 // touchActive is one pass of keepAliveLoop.
-func (w *Worker) touchActive(ctx context.Context) error {
-	ids := w.cases.Active.List()
+func (in *Intake) touchActive(ctx context.Context) error {
+	ids := in.cases.Active.List()
 	for len(ids) > 0 {
 		n := min(len(ids), touchBatch)
-		args := append([]string{w.cfg.ConsumerGroup, w.cfg.ConsumerName}, ids[:n]...)
-		if err := touchScript.Exec(ctx, w.client, []string{w.cfg.CaseStream}, args).Error(); err != nil {
-			return fmt.Errorf("touch entries of %s: %w", w.cfg.CaseStream, err)
+		args := append([]string{in.cfg.ConsumerGroup, in.cfg.ConsumerName}, ids[:n]...)
+		if err := touchScript.Exec(ctx, in.client, []string{in.cfg.CaseStream}, args).Error(); err != nil {
+			return fmt.Errorf("touch entries of %s: %w", in.cfg.CaseStream, err)
 		}
 		ids = ids[n:]
 	}

@@ -1,0 +1,49 @@
+package intake
+
+import (
+	"context"
+
+	"go.uber.org/zap"
+
+	"github.com/pyrula/caseworker/worker/internal/consumer"
+)
+
+// newConsumer returns the consumer of the message stream, with Concurrency
+// slots and the message stream's policy: a failed entry waits ClaimIdle
+// doubled per delivery; failures are counted by the entries' delivery
+// counts, and an entry delivered MaxDeliveries times is answered with an
+// error and dead-lettered (deadLetter); the entries in flight are kept
+// alive by keepAliveLoop. Handlers run on the goroutines Deps.Go gives,
+// and under load the read of new entries shares the handlers' batches.
+func (in *Intake) newConsumer() (*consumer.Consumer, error) {
+	return consumer.New(consumer.Config{
+		Stream: in.cfg.CaseStream, Group: in.cfg.ConsumerGroup, Consumer: in.cfg.ConsumerName,
+		Slots: in.cfg.Concurrency, Name: "the message stream", ReadBlock: in.cfg.ReadBlock,
+		Policy: consumer.Policy{
+			ClaimIdle:          in.cfg.ClaimIdle,
+			BackoffPerDelivery: true,
+			MaxDeliveries:      in.cfg.MaxDeliveries,
+			DeadLetter: func(ctx context.Context, d consumer.Delivery, _ error, deliveries int64) bool {
+				return in.deadLetter(ctx, d.Entry, deliveries)
+			},
+			KeepAlive: in.keepAliveLoop,
+		},
+	}, consumer.Deps{
+		Client: in.client, Logger: in.log, Go: in.deps.Go, Batched: in.batch.Do,
+		Events: consumer.Events{
+			Failed: in.report.StreamFailed,
+			Read:   in.report.Read,
+			Reclaimed: func(d consumer.Delivery, from string) {
+				in.report.Redelivered()
+				in.log.Info("reclaimed a pending entry", zap.String("entry_id", d.Entry.ID),
+					zap.String("from", from), zap.Int64("deliveries", d.Deliveries))
+			},
+		},
+	})
+}
+
+// Handle is the message stream's consumer.Handler: it handles one
+// delivery (handle).
+func (in *Intake) Handle(ctx context.Context, d consumer.Delivery) consumer.Verdict {
+	return in.handle(ctx, d.Entry, d.Deliveries)
+}
