@@ -26,6 +26,7 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/examples"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/flow/journallog"
 	"github.com/pyrula/caseworker/internal/testenv"
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
@@ -365,13 +366,13 @@ func recordRun(tb testing.TB, c valkey.Client, ns string, reg *flow.Registry, ta
 	if err != nil {
 		tb.Fatal(err)
 	}
-	rt, err := flow.NewRuntime(flow.Config{Registry: reg, Log: log})
+	rt, err := host.NewRuntime(host.Config{Registry: reg, Log: log})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	runID := "run_" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	out, err := rt.Run(context.Background(), flow.RunParams{RunID: runID, Target: target})
-	if err != nil || out.Status != flow.StatusComplete {
+	out, err := rt.Run(context.Background(), host.RunParams{RunID: runID, Target: target})
+	if err != nil || out.Status != host.StatusComplete {
 		tb.Fatalf("run: %v %+v", err, out)
 	}
 	return runID

@@ -11,7 +11,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/explain"
-	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/internal/jsondiff"
 	"github.com/pyrula/caseworker/runevent"
 )
@@ -55,7 +55,7 @@ func (c callRec) value() json.RawMessage {
 
 // callStart is a call:start: the call and its input.
 type callStart struct {
-	call  flow.CallRef
+	call  host.CallRef
 	input json.RawMessage
 }
 
@@ -109,7 +109,7 @@ func bundleCalls(b *bundle.Bundle) []callRec {
 	for _, raw := range b.History {
 		var ev struct {
 			Kind  string          `json:"kind"`
-			Call  *flow.CallRef   `json:"call"`
+			Call  *host.CallRef   `json:"call"`
 			Input json.RawMessage `json:"input"`
 		}
 		if json.Unmarshal(raw, &ev) != nil || ev.Kind != string(runevent.CallStart) || ev.Call == nil {
@@ -121,7 +121,7 @@ func bundleCalls(b *bundle.Bundle) []callRec {
 }
 
 // runCalls lists the calls of a run from its journal's events and results.
-func runCalls(events []flow.Event, results []bundle.Result) []callRec {
+func runCalls(events []host.Event, results []bundle.Result) []callRec {
 	var starts []callStart
 	for _, ev := range events {
 		if ev.Kind == runevent.CallStart && ev.Call != nil {

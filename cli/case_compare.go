@@ -16,6 +16,7 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/cli/internal/htmlreport"
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/internal/redact"
 	"github.com/pyrula/caseworker/llm/resolve"
 	"github.com/pyrula/caseworker/messages"
@@ -218,7 +219,7 @@ func (a *app) caseCompare(ctx context.Context, c *cobra.Command, arg string, f c
 			out.Result = nil
 		}
 		for _, line := range arm.report.Calls {
-			if line.Kind == string(flow.KindModel) && (line.Provenance == replay.ProvLive || line.Provenance == replay.ProvChanged) {
+			if line.Kind == string(host.KindModel) && (line.Provenance == replay.ProvLive || line.Provenance == replay.ProvChanged) {
 				liveModels++
 			}
 		}
@@ -285,7 +286,7 @@ func compareArms(models, prompts []string) ([]compareArm, error) {
 // runArm case-runs one arm in its own in-memory journal and keeps its
 // report and calls.
 func (a *app) runArm(ctx context.Context, arm *compareArm, b *bundle.Bundle, h bundle.Hash, target string, shared replay.Options, models flow.ModelClient, llmRef string, values bool) error {
-	memLog := flow.NewMemLog()
+	memLog := host.NewMemLog()
 	p := replay.Params{Bundle: b, Canonical: true, FixtureHash: string(h), Registry: a.registry(), Log: memLog,
 		Target: target, RunID: "case_" + strings.TrimPrefix(newRunID(), "run_"), Options: shared}
 	if p.LiveBudget != nil {

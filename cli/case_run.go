@@ -15,6 +15,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/llm"
 	"github.com/pyrula/caseworker/llm/resolve"
 	"github.com/pyrula/caseworker/messages"
@@ -148,7 +149,7 @@ func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseR
 	if err != nil {
 		return err
 	}
-	memLog := flow.NewMemLog()
+	memLog := host.NewMemLog()
 	p := replay.Params{Registry: a.registry(), Log: memLog, Target: f.target, RunID: f.runID, Deps: deps}
 	o := &p.Options
 	o.ReplayOnly, o.Values, o.Model = f.replayOnly, f.values, f.model
@@ -236,7 +237,7 @@ func (a *app) caseRun(ctx context.Context, c *cobra.Command, arg string, f caseR
 				return err
 			}
 		}
-		if line.Kind == string(flow.KindModel) && (line.Provenance == replay.ProvLive || line.Provenance == replay.ProvChanged) {
+		if line.Kind == string(host.KindModel) && (line.Provenance == replay.ProvLive || line.Provenance == replay.ProvChanged) {
 			liveModels++
 		}
 	}
@@ -302,7 +303,7 @@ func looksLikePath(arg string) bool {
 
 // agentOnly refuses --model and --prompt-file for a target that is not an
 // agent: a workflow makes no model calls of its own to change.
-func agentOnly(info flow.TargetInfo, model, prompt bool) error {
+func agentOnly(info host.TargetInfo, model, prompt bool) error {
 	if info.Kind == bundle.KindAgent {
 		return nil
 	}

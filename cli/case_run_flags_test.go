@@ -11,6 +11,7 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/examples"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/flow/journallog"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/capture"
@@ -106,11 +107,11 @@ func savedOnModel(t *testing.T, model string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := flow.NewRuntime(flow.Config{Registry: reg, Log: log})
+	rt, err := host.NewRuntime(host.Config{Registry: reg, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := rt.Run(ctx, flow.RunParams{RunID: "run_m", Target: examples.SupportAgent, Model: model}); err != nil || out.Status != flow.StatusComplete {
+	if out, err := rt.Run(ctx, host.RunParams{RunID: "run_m", Target: examples.SupportAgent, Model: model}); err != nil || out.Status != host.StatusComplete {
 		t.Fatalf("record: %+v %v", out, err)
 	}
 	events, _, err := j.Events(ctx, "run_m")

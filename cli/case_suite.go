@@ -20,7 +20,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/cli/internal/htmlreport"
-	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/internal/redact"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
@@ -346,7 +346,7 @@ func (a *app) testCase(ctx context.Context, c suiteCase, s store.Store, f caseTe
 	if err != nil {
 		return fail(err)
 	}
-	memLog := flow.NewMemLog()
+	memLog := host.NewMemLog()
 	p := replay.Params{Bundle: b, Canonical: true, FixtureHash: string(cb.Hash()), Registry: a.registry(),
 		Log: memLog, Target: f.target, RunID: "case_" + strings.TrimPrefix(newRunID(), "run_")}
 	p.ReplayOnly, p.Values = true, f.values

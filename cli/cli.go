@@ -26,6 +26,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/internal/redact"
 	"github.com/pyrula/caseworker/messages"
 )
@@ -200,7 +201,7 @@ type app struct {
 // registry builds the binary's registry: Registry (or a new one), then
 // Register, then Check.
 func (o Options) registry() (*flow.Registry, error) {
-	return flow.Build(o.Registry, o.Register)
+	return host.Build(o.Registry, o.Register)
 }
 
 // name is the program name.

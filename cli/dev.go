@@ -13,6 +13,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/flow/journallog"
 	"github.com/pyrula/caseworker/internal/redact"
 	"github.com/pyrula/caseworker/journal"
@@ -29,7 +30,7 @@ const defaultDevDir = ".pyrula/last"
 // devOutput is the last line `dev` prints.
 type devOutput struct {
 	RunID        string          `json:"run_id"`
-	Status       flow.Status     `json:"status"`
+	Status       host.Status     `json:"status"`
 	Result       json.RawMessage `json:"result"`
 	Code         messages.Code   `json:"code,omitempty"`
 	Message      string          `json:"message,omitempty"`
@@ -127,17 +128,17 @@ func (a *app) dev(ctx context.Context, target, runID, dir string, inputs map[str
 	if err != nil {
 		return err
 	}
-	rt, err := flow.NewRuntime(flow.Config{Registry: reg, Log: log})
+	rt, err := host.NewRuntime(host.Config{Registry: reg, Log: log})
 	if err != nil {
 		return err
 	}
 	runCtx, stop := cancelOnInterrupt(ctx)
 	defer stop()
-	out, err := rt.Run(runCtx, flow.RunParams{RunID: runID, Target: target, Inputs: inputs, Models: models, Deps: deps})
+	out, err := rt.Run(runCtx, host.RunParams{RunID: runID, Target: target, Inputs: inputs, Models: models, Deps: deps})
 	if err != nil {
 		return fmt.Errorf("dev: run %s: %w", runID, err)
 	}
-	if out.Status == flow.StatusSuspended {
+	if out.Status == host.StatusSuspended {
 		if err := log.Release(ctx, runID, journal.StatusSuspended); err != nil {
 			return err
 		}
@@ -187,7 +188,7 @@ func (a *app) dev(ctx context.Context, target, runID, dir string, inputs map[str
 	if err := a.emit(res); err != nil {
 		return err
 	}
-	if out.Status != flow.StatusComplete {
+	if out.Status != host.StatusComplete {
 		return exitStatus(messages.ExitRunFailed)
 	}
 	return nil

@@ -10,7 +10,7 @@ import (
 
 	"github.com/pyrula/caseworker/cli/internal/htmlreport"
 	"github.com/pyrula/caseworker/explain"
-	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/runevent"
 	"github.com/pyrula/caseworker/version"
@@ -61,7 +61,7 @@ func jsonLine(v any) json.RawMessage {
 // order: each call with its provenance (a prefix call "verified"), the
 // change of the call lines that carry one, and the call that stopped the
 // run ("stopped", with the divergence when it diverged).
-func timeline(log *flow.MemLog, runID string, calls []replay.CallLine, out replay.Outcome, values bool) []htmlreport.Call {
+func timeline(log *host.MemLog, runID string, calls []replay.CallLine, out replay.Outcome, values bool) []htmlreport.Call {
 	changes := map[int]*replay.Divergence{}
 	for _, c := range calls {
 		if c.Change != nil {
@@ -109,7 +109,7 @@ func timeline(log *flow.MemLog, runID string, calls []replay.CallLine, out repla
 }
 
 // runReport is the report of one case run.
-func runReport(title string, values bool, log *flow.MemLog, runID string, rep replay.Report) htmlreport.Report {
+func runReport(title string, values bool, log *host.MemLog, runID string, rep replay.Report) htmlreport.Report {
 	out := jsonLine(rep.Outcome)
 	return htmlreport.Report{Command: "case run", Title: title, Values: values, Summary: out,
 		Cases: []htmlreport.Case{{Line: out, Timeline: timeline(log, runID, rep.Calls, rep.Outcome, values)}}}
@@ -166,7 +166,7 @@ func compareReport(title string, values bool, arms []compareArm, lines []armLine
 			}
 		}
 		for _, c := range arm.report.Calls {
-			if c.Kind == string(flow.KindTool) {
+			if c.Kind == string(host.KindTool) {
 				a.ToolCalls++
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/flow/journallog"
 	"github.com/pyrula/caseworker/internal/dbschema"
 	"github.com/pyrula/caseworker/internal/redact"
@@ -133,7 +134,7 @@ pyrula targets). Running an existing run id resumes it from its journal.`,
 // runOutput is what `run` prints.
 type runOutput struct {
 	RunID    string          `json:"run_id"`
-	Status   flow.Status     `json:"status"`
+	Status   host.Status     `json:"status"`
 	LastSeq  int64           `json:"last_seq"`
 	Terminal json.RawMessage `json:"terminal"`
 }
@@ -152,18 +153,18 @@ func (a *app) runTarget(ctx context.Context, j journal.Journal, target, runID st
 	if err != nil {
 		return err
 	}
-	rt, err := flow.NewRuntime(flow.Config{Registry: reg, Log: log})
+	rt, err := host.NewRuntime(host.Config{Registry: reg, Log: log})
 	if err != nil {
 		return err
 	}
-	out, err := rt.Run(ctx, flow.RunParams{RunID: runID, Target: target, Inputs: inputs, Models: models, Deps: deps})
+	out, err := rt.Run(ctx, host.RunParams{RunID: runID, Target: target, Inputs: inputs, Models: models, Deps: deps})
 	if err != nil {
 		// The run did not end (its context ended or the journal failed): hand
 		// it back so that it can be resumed.
 		rerr := log.Release(context.WithoutCancel(ctx), runID, journal.StatusRunning)
 		return errors.Join(fmt.Errorf("run %s: %w", runID, err), rerr)
 	}
-	if out.Status == flow.StatusSuspended {
+	if out.Status == host.StatusSuspended {
 		if err := log.Release(ctx, runID, journal.StatusSuspended); err != nil {
 			return err
 		}
@@ -185,7 +186,7 @@ func (a *app) runTarget(ctx context.Context, j journal.Journal, target, runID st
 	if err := a.emit(res); err != nil {
 		return err
 	}
-	if out.Status != flow.StatusComplete {
+	if out.Status != host.StatusComplete {
 		return exitStatus(messages.ExitRunFailed)
 	}
 	return nil

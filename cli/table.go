@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"unicode/utf8"
 
-	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/internal/redact"
 	"github.com/pyrula/caseworker/replay"
 )
@@ -356,7 +356,7 @@ func count(n int, one, many string) string {
 func toolCalls(calls []replay.CallLine) int {
 	n := 0
 	for _, c := range calls {
-		if c.Kind == string(flow.KindTool) {
+		if c.Kind == string(host.KindTool) {
 			n++
 		}
 	}

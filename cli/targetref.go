@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 )
 
 // lookupTarget resolves a target named on the command line: its
@@ -12,7 +13,7 @@ import (
 // ("example.com/shop/flows:order"), a target that the Go package with that
 // import path registered (flow.Registry.Resolve). verb ("case run") starts
 // the error, which says what to look at.
-func (a *app) lookupTarget(verb, ref string) (flow.TargetInfo, error) {
+func (a *app) lookupTarget(verb, ref string) (host.TargetInfo, error) {
 	info, err := a.registry().Resolve(ref)
 	if err == nil {
 		return info, nil
@@ -20,7 +21,7 @@ func (a *app) lookupTarget(verb, ref string) (flow.TargetInfo, error) {
 	if !strings.Contains(ref, ":") {
 		return info, fmt.Errorf("%s: no target %q is registered (see %s targets)", verb, ref, a.name())
 	}
-	why := strings.TrimPrefix(err.Error(), flow.ErrUnknownTarget.Error()+": ")
+	why := strings.TrimPrefix(err.Error(), host.ErrUnknownTarget.Error()+": ")
 	return info, fmt.Errorf("%s: no target %s (see %s targets: a target is named NAME or PACKAGE:NAME, PACKAGE the import path of the Go package that registered it)", verb, why, a.name())
 }
 

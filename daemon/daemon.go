@@ -27,6 +27,7 @@ import (
 	"syscall"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/internal/dbschema"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/version"
@@ -107,7 +108,7 @@ func (o Options) getenv() func(string) string {
 
 // registry is the checked registry of the binary's targets.
 func (o Options) registry() (*flow.Registry, error) {
-	return flow.Build(o.Registry, o.Register)
+	return host.Build(o.Registry, o.Register)
 }
 
 func (o Options) run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/memvalkey"
 	"github.com/pyrula/caseworker/messages"
@@ -177,13 +178,13 @@ func demo(ctx context.Context, prog string, reg *flow.Registry, args []string, s
 
 // demoTarget is the target named, or the first workflow by name (the first
 // target when there is no workflow).
-func demoTarget(reg *flow.Registry, name string) (flow.TargetInfo, error) {
+func demoTarget(reg *flow.Registry, name string) (host.TargetInfo, error) {
 	targets := reg.Targets()
 	if name != "" {
 		if t, ok := reg.Lookup(name); ok {
 			return t, nil
 		}
-		return flow.TargetInfo{}, fmt.Errorf("demo: --target %s: no such target is registered (have %s)", name, targetNames(targets))
+		return host.TargetInfo{}, fmt.Errorf("demo: --target %s: no such target is registered (have %s)", name, targetNames(targets))
 	}
 	for _, t := range targets {
 		if t.Kind == "workflow" {
@@ -191,12 +192,12 @@ func demoTarget(reg *flow.Registry, name string) (flow.TargetInfo, error) {
 		}
 	}
 	if len(targets) == 0 {
-		return flow.TargetInfo{}, errors.New("demo: the binary registers no targets")
+		return host.TargetInfo{}, errors.New("demo: the binary registers no targets")
 	}
 	return targets[0], nil
 }
 
-func targetNames(targets []flow.TargetInfo) string {
+func targetNames(targets []host.TargetInfo) string {
 	names := make([]string, len(targets))
 	for i, t := range targets {
 		names[i] = t.Name
@@ -339,14 +340,14 @@ func (d *demoRun) run(ctx context.Context, typ messages.MessageType, body any, w
 
 // demoPlan is what the demo records and replays.
 type demoPlan struct {
-	target  flow.TargetInfo
+	target  host.TargetInfo
 	inputs  map[string]json.RawMessage
 	changes map[string]json.RawMessage
 	fork    int64 // -1: after the first call's call:done
 }
 
 // writeTokens are --allow-write tokens of every write the target declares.
-func writeTokens(t flow.TargetInfo) []string {
+func writeTokens(t host.TargetInfo) []string {
 	tokens := []string{}
 	for _, s := range t.Registration.Steps {
 		if s.Effect == string(flow.Write) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 )
 
 // AgentLoop calls the model, runs the tools it asks for, and calls it
@@ -44,11 +45,11 @@ func TestAgentLoop(t *testing.T) {
 	}
 	out := e.run(t, "loop-1", "loop_answers")
 	var got string
-	if out.Status != flow.StatusComplete || json.Unmarshal(out.Result, &got) != nil || got != "done after 3 turns, 6 messages" {
+	if out.Status != host.StatusComplete || json.Unmarshal(out.Result, &got) != nil || got != "done after 3 turns, 6 messages" {
 		t.Fatalf("outcome %+v (%q), want complete with the answer of the third model call", out, got)
 	}
 	out = e.run(t, "loop-2", "loop_limited")
-	if out.Status != flow.StatusError || out.Message != "no answer after 2 turns" {
+	if out.Status != host.StatusError || out.Message != "no answer after 2 turns" {
 		t.Fatalf("outcome %+v, want an error saying no answer after 2 turns", out)
 	}
 	if !limitMatched.Load() {

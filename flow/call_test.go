@@ -11,6 +11,7 @@ import (
 
 	"github.com/pyrula/caseworker/canonjson"
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/runevent"
 )
@@ -32,7 +33,7 @@ func TestFingerprintGolden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			canon, fp, err := flow.Fingerprint(tt.input)
+			canon, fp, err := host.Fingerprint(tt.input)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,7 +53,7 @@ func TestFingerprintGolden(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := flow.Fingerprint(json.RawMessage(`{"a":1,"a":2}`)); err == nil {
+	if _, _, err := host.Fingerprint(json.RawMessage(`{"a":1,"a":2}`)); err == nil {
 		t.Error("duplicate keys: want an error")
 	}
 }
@@ -63,7 +64,7 @@ func TestCallErrorTypes(t *testing.T) {
 	if ce.Error() != "CouponExpired: coupon SPRING expired" {
 		t.Errorf("Error() = %q", ce.Error())
 	}
-	stop := &flow.StopError{Code: messages.ReplayInputChanged, Message: "x"}
+	stop := &host.StopError{Code: messages.ReplayInputChanged, Message: "x"}
 	if code, ok := messages.CodeOf(stop); !ok || code != messages.ReplayInputChanged {
 		t.Errorf("CodeOf(StopError) = %v, %v", code, ok)
 	}
@@ -76,26 +77,26 @@ func TestCallErrorTypes(t *testing.T) {
 func TestEventJSON(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2025, 3, 14, 9, 26, 53, 37_000_000, time.UTC)
-	call := &flow.CallRef{Kind: flow.KindSleep, Key: "0", Fingerprint: "ab", Effect: flow.Pure}
+	call := &host.CallRef{Kind: host.KindSleep, Key: "0", Fingerprint: "ab", Effect: flow.Pure}
 	tests := []struct {
-		ev   flow.Event
+		ev   host.Event
 		want string
 	}{
-		{flow.Event{RunSeq: 2, Kind: runevent.RunStart, At: at, Inputs: json.RawMessage(`{"sku":"SKU-42"}`), CodeVersion: "v1"},
+		{host.Event{RunSeq: 2, Kind: runevent.RunStart, At: at, Inputs: json.RawMessage(`{"sku":"SKU-42"}`), CodeVersion: "v1"},
 			`{"at":"2025-03-14T09:26:53.037000Z","code_version":"v1","inputs":{"sku":"SKU-42"},"kind":"run:start","run_seq":2}`},
-		{flow.Event{RunSeq: 3, Kind: runevent.CallStart, At: at, Call: call, Input: json.RawMessage(`{"seconds":300}`), WakeAt: at.Add(300 * time.Second)},
+		{host.Event{RunSeq: 3, Kind: runevent.CallStart, At: at, Call: call, Input: json.RawMessage(`{"seconds":300}`), WakeAt: at.Add(300 * time.Second)},
 			`{"at":"2025-03-14T09:26:53.037000Z","call":{"effect":"pure","fingerprint":"ab","key":"0","kind":"sleep"},"input":{"seconds":300},"kind":"call:start","run_seq":3,"wake_at":"2025-03-14T09:31:53.037Z"}`},
-		{flow.Event{RunSeq: 4, Kind: runevent.CallDone, At: at, Call: call, Provenance: "reused"},
+		{host.Event{RunSeq: 4, Kind: runevent.CallDone, At: at, Call: call, Provenance: "reused"},
 			`{"at":"2025-03-14T09:26:53.037000Z","call":{"effect":"pure","fingerprint":"ab","key":"0","kind":"sleep"},"kind":"call:done","provenance":"reused","run_seq":4}`},
-		{flow.Event{RunSeq: 5, Kind: runevent.RunComplete, At: at, Result: json.RawMessage(`null`)},
+		{host.Event{RunSeq: 5, Kind: runevent.RunComplete, At: at, Result: json.RawMessage(`null`)},
 			`{"at":"2025-03-14T09:26:53.037000Z","kind":"run:complete","result":null,"run_seq":5}`},
-		{flow.Event{RunSeq: 5, Kind: runevent.RunError, At: at, Code: messages.RuntimeError, Message: "boom"},
+		{host.Event{RunSeq: 5, Kind: runevent.RunError, At: at, Code: messages.RuntimeError, Message: "boom"},
 			`{"at":"2025-03-14T09:26:53.037000Z","code":"runtime_error","kind":"run:error","message":"boom","run_seq":5,"stop_key":null,"stop_token":null}`},
-		{flow.Event{RunSeq: 5, Kind: runevent.RunError, At: at, Code: messages.WriteNotAllowed, Message: "m", StopKey: "tool:toolu_01", StopToken: "tool:refund"},
+		{host.Event{RunSeq: 5, Kind: runevent.RunError, At: at, Code: messages.WriteNotAllowed, Message: "m", StopKey: "tool:toolu_01", StopToken: "tool:refund"},
 			`{"at":"2025-03-14T09:26:53.037000Z","code":"write_not_allowed","kind":"run:error","message":"m","run_seq":5,"stop_key":"tool:toolu_01","stop_token":"tool:refund"}`},
-		{flow.Event{Kind: runevent.RunCancelled, At: at},
+		{host.Event{Kind: runevent.RunCancelled, At: at},
 			`{"at":"2025-03-14T09:26:53.037000Z","kind":"run:cancelled"}`},
-		{flow.Event{RunSeq: 1, Kind: runevent.RunSubmitted, At: at, Extra: map[string]json.RawMessage{"run_id": json.RawMessage(`"run_abc"`)}},
+		{host.Event{RunSeq: 1, Kind: runevent.RunSubmitted, At: at, Extra: map[string]json.RawMessage{"run_id": json.RawMessage(`"run_abc"`)}},
 			`{"at":"2025-03-14T09:26:53.037000Z","kind":"run:submitted","run_id":"run_abc","run_seq":1}`},
 	}
 	for _, tt := range tests {
@@ -106,7 +107,7 @@ func TestEventJSON(t *testing.T) {
 		if string(raw) != tt.want {
 			t.Errorf("%s:\n got %s\nwant %s", tt.ev.Kind, raw, tt.want)
 		}
-		var back flow.Event
+		var back host.Event
 		if err := json.Unmarshal(raw, &back); err != nil {
 			t.Fatal(err)
 		}
@@ -123,30 +124,30 @@ func TestEventJSON(t *testing.T) {
 func TestValidateAnswer(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		kind flow.CallKind
+		kind host.CallKind
 		ans  string
 		ok   bool
 	}{
-		{flow.KindModel, `"hello"`, true},
-		{flow.KindModel, `{"role":"assistant","content":[{"type":"text","text":"hi"}]}`, true},
-		{flow.KindModel, `{"role":"user","content":[]}`, false},
-		{flow.KindModel, `{"role":"assistant"}`, false},
-		{flow.KindModel, `42`, false},
-		{flow.KindSignal, `{"payload":null}`, true},
-		{flow.KindSignal, `{"value":1}`, false},
-		{flow.KindSignal, `"x"`, false},
-		{flow.KindInterrupt, `{"action":"approve","value":true}`, true},
-		{flow.KindInterrupt, `{"action":"approve"}`, false},
-		{flow.KindInterrupt, `{"value":1}`, false},
-		{flow.KindNow, `"2026-11-30T10:00:02Z"`, true},
-		{flow.KindNow, `"yesterday"`, false},
-		{flow.KindRandom, `0.5`, true},
-		{flow.KindRandom, `null`, false},
-		{flow.KindStep, `{"anything":[1,2]}`, true},
-		{flow.KindStep, `{not json`, false},
+		{host.KindModel, `"hello"`, true},
+		{host.KindModel, `{"role":"assistant","content":[{"type":"text","text":"hi"}]}`, true},
+		{host.KindModel, `{"role":"user","content":[]}`, false},
+		{host.KindModel, `{"role":"assistant"}`, false},
+		{host.KindModel, `42`, false},
+		{host.KindSignal, `{"payload":null}`, true},
+		{host.KindSignal, `{"value":1}`, false},
+		{host.KindSignal, `"x"`, false},
+		{host.KindInterrupt, `{"action":"approve","value":true}`, true},
+		{host.KindInterrupt, `{"action":"approve"}`, false},
+		{host.KindInterrupt, `{"value":1}`, false},
+		{host.KindNow, `"2026-11-30T10:00:02Z"`, true},
+		{host.KindNow, `"yesterday"`, false},
+		{host.KindRandom, `0.5`, true},
+		{host.KindRandom, `null`, false},
+		{host.KindStep, `{"anything":[1,2]}`, true},
+		{host.KindStep, `{not json`, false},
 	}
 	for _, tt := range tests {
-		err := flow.ValidateAnswer(tt.kind, json.RawMessage(tt.ans))
+		err := host.ValidateAnswer(tt.kind, json.RawMessage(tt.ans))
 		if (err == nil) != tt.ok {
 			t.Errorf("ValidateAnswer(%s, %s) = %v, want ok=%v", tt.kind, tt.ans, err, tt.ok)
 		}

@@ -7,16 +7,17 @@ import (
 	"testing"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/messages"
 )
 
 // countingLog counts Appends.
 type countingLog struct {
-	*flow.MemLog
+	*host.MemLog
 	appends int
 }
 
-func (l *countingLog) Append(ctx context.Context, runID string, b flow.Batch) (int64, error) {
+func (l *countingLog) Append(ctx context.Context, runID string, b host.Batch) (int64, error) {
 	l.appends++
 	return l.MemLog.Append(ctx, runID, b)
 }
@@ -41,7 +42,7 @@ func TestCanonicalAnswers(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			log := &countingLog{MemLog: flow.NewMemLog()}
+			log := &countingLog{MemLog: host.NewMemLog()}
 			reg := flow.NewRegistry()
 			type out struct {
 				A []int  `json:"a"`
@@ -59,29 +60,29 @@ func TestCanonicalAnswers(t *testing.T) {
 					return got, err
 				},
 			}))
-			rt, err := flow.NewRuntime(flow.Config{Registry: reg, Log: log})
+			rt, err := host.NewRuntime(host.Config{Registry: reg, Log: log})
 			if err != nil {
 				t.Fatal(err)
 			}
-			answer := flow.Answer(json.RawMessage(tt.answer), "reused")
+			answer := host.Answer(json.RawMessage(tt.answer), "reused")
 			answer.Canonical = tt.canonical
-			res := flow.ResolverFunc(func(_ context.Context, c flow.Call) (flow.Resolution, error) {
+			res := host.ResolverFunc(func(_ context.Context, c host.Call) (host.Resolution, error) {
 				if c.Key == "get:0" {
 					return answer, nil
 				}
-				return flow.Live(), nil
+				return host.Live(), nil
 			})
-			o, err := rt.Run(context.Background(), flow.RunParams{RunID: "r", Target: "w", Resolver: res})
+			o, err := rt.Run(context.Background(), host.RunParams{RunID: "r", Target: "w", Resolver: res})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if tt.want == "" {
-				if o.Status != flow.StatusError || o.Code != messages.MissingContext || o.StopKey != "step:get:0" {
+				if o.Status != host.StatusError || o.Code != messages.MissingContext || o.StopKey != "step:get:0" {
 					t.Fatalf("outcome %+v", o)
 				}
 				return
 			}
-			if o.Status != flow.StatusComplete || string(o.Result) != tt.want {
+			if o.Status != host.StatusComplete || string(o.Result) != tt.want {
 				t.Fatalf("outcome %+v (result %s)", o, o.Result)
 			}
 			results := log.Results("r")

@@ -1,48 +1,22 @@
 // Package flow is the SDK that targets (workflows and agents) are written
-// against, and the runtime that executes them durably.
+// against: everything a target author uses, and nothing a host needs.
 //
-// flow owns: the registry of targets by name (Registry, RegisterWorkflow,
-// RegisterAgent) with their registration (steps and tools) and input defaults;
-// the typed calls a target makes (Step, Model, CallTool, Sleep, Now, Random,
-// ReceiveSignal, SendSignal, Interrupt, ReadStream, Child, Gather); call
-// identities, fingerprints and effects (flow/README.md); the journal events a run
-// writes (Event); resuming a run from its own journal and detecting a resumed
-// run that makes different calls (replay_input_changed); and the seam a higher
-// layer uses to decide how each call is resolved (Resolver).
+// A target registers itself in a Registry (RegisterWorkflow, RegisterAgent)
+// with its declared steps and tools (DefineStep, DeclareStep, DeclareChild,
+// NewTool, SubAgentTool) and input defaults, and makes its calls through
+// flow, each one recorded in the run's journal before the target sees its
+// result: steps (Step, a StepDef's Call) with their Effect (Pure, Read,
+// Write), model calls (Model, AgentLoop for the standard model-tools-model
+// loop, RunTools, CallTool), durable time and randomness (Sleep, Now,
+// Random), signals (ReceiveSignal, SendSignal), interrupts (Interrupt),
+// streams (ReadStream), child runs (Child, Gather) and dependencies given
+// by the host (Dep). A failed call comes back as a *CallError, the same
+// live and replayed.
 //
-// flow declares the small interfaces it needs from the outside and ships
-// in-memory implementations of each: Log (a run's journal; MemLog), Signals,
-// Interrupts and Streams (live answers from outside; MemInbox), ModelClient
-// (model calls) and Clock (time and durable timers).
+// Target code must be deterministic given its call results, and must make
+// the calls of one run one at a time (Gather is the way to fan out).
 //
-// flow imports bundle and bundle/volatile (types and the volatile-field
-// rules), canonjson, runevent (the event type it shares with the journal)
-// and messages (reason codes), and nothing else of the project. It must not import journal, replay,
-// worker, cli or store: the journal adapts itself to Log, and the replay engine
-// plugs in through Resolver.
-//
-// # Running a call
-//
-// Every call is journaled before the target sees its result. For a call at
-// position i of a run:
-//
-//  1. If the run's journal (read when the run starts) recorded a call at
-//     position i, the call must have the same identity (kind and key) and
-//     fingerprint, or the run stops with replay_input_changed. If that call is
-//     done, its recorded result (or error) is returned without running
-//     anything. If it was started but never finished, it runs again below,
-//     without a second call:start.
-//  2. Otherwise the Resolver decides: run live (the default), use an answer
-//     the resolver supplies, or stop the run with a reason code.
-//  3. A new call appends call:start (with its input) before it runs; then
-//     call:done and the result record are appended together, and only then is
-//     the result returned to the target.
-//
-// Errors returned by a call (a step's function, a tool, a model client) are
-// recorded as the result's error {"type", "message"} and returned to the
-// target as a *CallError, live and on replay alike, so a target sees the same
-// error value both times.
-//
-// Target code must be deterministic given its call results, and must make the
-// calls of one run one at a time (Gather is the way to fan out).
+// What runs targets (the runtime, its journal, resolvers, fingerprints,
+// events, model clients' errors) is in flow/host. flow imports only its
+// implementation, flow/internal/core, and nothing else of the project.
 package flow

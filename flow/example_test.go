@@ -7,6 +7,7 @@ import (
 
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/flowtest"
+	"github.com/pyrula/caseworker/flow/host"
 )
 
 // A workflow with a read step and a durable sleep, run against an in-memory
@@ -34,13 +35,13 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	log := flow.NewMemLog()
+	log := host.NewMemLog()
 	clock := flowtest.NewAutoClock(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC))
-	rt, err := flow.NewRuntime(flow.Config{Registry: reg, Log: log, Clock: clock})
+	rt, err := host.NewRuntime(host.Config{Registry: reg, Log: log, Clock: clock})
 	if err != nil {
 		panic(err)
 	}
-	out, err := rt.Run(context.Background(), flow.RunParams{RunID: "run_1", Target: "price"})
+	out, err := rt.Run(context.Background(), host.RunParams{RunID: "run_1", Target: "price"})
 	if err != nil {
 		panic(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/flowtest"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/runevent"
 )
 
@@ -25,31 +26,31 @@ var t0 = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 // env is one runtime with in-memory everything.
 type env struct {
 	reg   *flow.Registry
-	log   *flow.MemLog
-	inbox *flow.MemInbox
+	log   *host.MemLog
+	inbox *host.MemInbox
 	clock *flowtest.Clock
-	rt    *flow.Runtime
+	rt    *host.Runtime
 	rand  atomic.Int64
 }
 
-type envOption func(*env, *flow.Config)
+type envOption func(*env, *host.Config)
 
 // withClock uses a manual clock (waits until advanced) instead of an auto one.
 func withManualClock() envOption {
-	return func(e *env, c *flow.Config) {
+	return func(e *env, c *host.Config) {
 		e.clock = flowtest.NewClock(t0)
 		c.Clock = e.clock
 	}
 }
 
-func withResolver(r flow.Resolver) envOption {
-	return func(e *env, c *flow.Config) { c.Resolver = r }
+func withResolver(r host.Resolver) envOption {
+	return func(e *env, c *host.Config) { c.Resolver = r }
 }
 
 func setup(t *testing.T, opts ...envOption) *env {
 	t.Helper()
-	e := &env{reg: flow.NewRegistry(), log: flow.NewMemLog(), inbox: flow.NewMemInbox(), clock: flowtest.NewAutoClock(t0)}
-	cfg := flow.Config{
+	e := &env{reg: flow.NewRegistry(), log: host.NewMemLog(), inbox: host.NewMemInbox(), clock: flowtest.NewAutoClock(t0)}
+	cfg := host.Config{
 		Registry: e.reg, Log: e.log, Signals: e.inbox, Interrupts: e.inbox, Streams: e.inbox, Clock: e.clock,
 		// Deterministic live randomness: 0.125, 0.25, 0.375, …
 		Random: func() float64 { return float64(e.rand.Add(1)%8) / 8 },
@@ -58,7 +59,7 @@ func setup(t *testing.T, opts ...envOption) *env {
 		o(e, &cfg)
 	}
 	cfg.Clock = e.clock
-	rt, err := flow.NewRuntime(cfg)
+	rt, err := host.NewRuntime(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,9 +67,9 @@ func setup(t *testing.T, opts ...envOption) *env {
 	return e
 }
 
-func (e *env) run(t *testing.T, runID, target string) flow.Outcome {
+func (e *env) run(t *testing.T, runID, target string) host.Outcome {
 	t.Helper()
-	out, err := e.rt.Run(context.Background(), flow.RunParams{RunID: runID, Target: target})
+	out, err := e.rt.Run(context.Background(), host.RunParams{RunID: runID, Target: target})
 	if err != nil {
 		t.Fatalf("run %s: %v", runID, err)
 	}
@@ -94,10 +95,10 @@ func checkTrace(t *testing.T, e *env, runID string, want []string) {
 
 // checkFingerprints checks every call:start of the log: the fingerprint is
 // the SHA-256 of the canonical input, and call:done repeats the call.
-func checkFingerprints(t *testing.T, log *flow.MemLog) {
+func checkFingerprints(t *testing.T, log *host.MemLog) {
 	t.Helper()
 	for _, id := range log.RunIDs() {
-		starts := map[string]flow.CallRef{}
+		starts := map[string]host.CallRef{}
 		for _, ev := range log.Events(id) {
 			switch ev.Kind {
 			case runevent.CallStart:
@@ -116,7 +117,7 @@ func checkFingerprints(t *testing.T, log *flow.MemLog) {
 }
 
 // result returns the recorded result record of kind:key.
-func result(t *testing.T, log *flow.MemLog, runID, id string) json.RawMessage {
+func result(t *testing.T, log *host.MemLog, runID, id string) json.RawMessage {
 	t.Helper()
 	for _, r := range log.Results(runID) {
 		if r.Kind+":"+r.Key == id {
@@ -132,12 +133,12 @@ func result(t *testing.T, log *flow.MemLog, runID, id string) json.RawMessage {
 
 // crashAt is a resolver that, when asked about the call id, cancels the run
 // (as a crash would) and fails; otherwise it runs calls live.
-func crashAt(id string, cancel context.CancelFunc) flow.Resolver {
-	return flow.ResolverFunc(func(ctx context.Context, c flow.Call) (flow.Resolution, error) {
+func crashAt(id string, cancel context.CancelFunc) host.Resolver {
+	return host.ResolverFunc(func(ctx context.Context, c host.Call) (host.Resolution, error) {
 		if c.ID() == id {
 			cancel()
-			return flow.Resolution{}, ctx.Err()
+			return host.Resolution{}, ctx.Err()
 		}
-		return flow.Live(), nil
+		return host.Live(), nil
 	})
 }

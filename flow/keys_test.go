@@ -12,20 +12,21 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/runevent"
 )
 
 // callLog is a resolver that records the calls it is asked about.
 type callLog struct {
 	mu    sync.Mutex
-	calls []flow.Call
+	calls []host.Call
 }
 
-func (l *callLog) Resolve(_ context.Context, c flow.Call) (flow.Resolution, error) {
+func (l *callLog) Resolve(_ context.Context, c host.Call) (host.Resolution, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.calls = append(l.calls, c)
-	return flow.Live(), nil
+	return host.Live(), nil
 }
 
 type none struct{}
@@ -152,7 +153,7 @@ func TestKeysEffects(t *testing.T) {
 	for _, target := range []string{"everything", "agent_all"} {
 		runID := map[string]string{"everything": "w", "agent_all": "a"}[target]
 		out := e.run(t, runID, target)
-		if out.Status != flow.StatusComplete {
+		if out.Status != host.StatusComplete {
 			t.Fatalf("%s: %+v", target, out)
 		}
 	}
@@ -237,7 +238,7 @@ func TestKeysEffects(t *testing.T) {
 				t.Errorf("model:0 input %s, want %s", ev.Input, want)
 			}
 		}
-		if ev.Kind == runevent.CallStart && ev.Call.Kind == flow.KindTool && ev.Tool == "" {
+		if ev.Kind == runevent.CallStart && ev.Call.Kind == host.KindTool && ev.Tool == "" {
 			t.Errorf("%s: call:start has no tool name", ev.Call.ID())
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/examples"
+	"github.com/pyrula/caseworker/flow/host"
 )
 
 // Targets and model clients record the package that registered them, and
@@ -32,7 +33,7 @@ func TestResolvePackageQualified(t *testing.T) {
 		"my_app.workflows:" + "orders": "registers no target",
 	} {
 		_, err := reg.Resolve(ref)
-		if !errors.Is(err, flow.ErrUnknownTarget) || !strings.Contains(err.Error(), want) {
+		if !errors.Is(err, host.ErrUnknownTarget) || !strings.Contains(err.Error(), want) {
 			t.Errorf("Resolve(%q) = %v, want ErrUnknownTarget with %q", ref, err, want)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/runevent"
 )
@@ -19,27 +20,27 @@ import (
 // call id, writes refused without a token, everything else live. It
 // observes what was journaled.
 type ladder struct {
-	answers map[string]flow.Resolution
+	answers map[string]host.Resolution
 	allow   map[string]bool
 
 	mu  sync.Mutex
 	obs []string
 }
 
-func (l *ladder) Resolve(_ context.Context, c flow.Call) (flow.Resolution, error) {
+func (l *ladder) Resolve(_ context.Context, c host.Call) (host.Resolution, error) {
 	if r, ok := l.answers[c.ID()]; ok {
 		return r, nil
 	}
 	if c.Effect == flow.Write && !l.allow[c.Token] {
-		return flow.StopWith(&flow.StopError{Code: messages.WriteNotAllowed,
+		return host.StopWith(&host.StopError{Code: messages.WriteNotAllowed,
 			Message: c.ID() + " is a write", StopToken: c.Token}), nil
 	}
-	r := flow.Live()
+	r := host.Live()
 	r.Provenance = "live"
 	return r, nil
 }
 
-func (l *ladder) Observe(_ context.Context, o flow.Observation) {
+func (l *ladder) Observe(_ context.Context, o host.Observation) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	rec := string(o.Record.Result)
@@ -52,9 +53,9 @@ func (l *ladder) Observe(_ context.Context, o flow.Observation) {
 func TestResolverLadder(t *testing.T) {
 	t.Parallel()
 	l := &ladder{
-		answers: map[string]flow.Resolution{
-			"step:quote:0": flow.Answer(json.RawMessage(`{"price": 5}`), "simulated"),
-			"step:check:0": flow.AnswerError(flow.Errorf("Fraud", "blocked"), "reused"),
+		answers: map[string]host.Resolution{
+			"step:quote:0": host.Answer(json.RawMessage(`{"price": 5}`), "simulated"),
+			"step:check:0": host.AnswerError(flow.Errorf("Fraud", "blocked"), "reused"),
 		},
 		allow: map[string]bool{},
 	}
@@ -80,7 +81,7 @@ func TestResolverLadder(t *testing.T) {
 				t.Errorf("now: %v", err)
 			}
 			_, err = flow.Step(ctx, "reserve", 2, func(context.Context, int) (int, error) { ran.Add(1); return 0, nil })
-			var stop *flow.StopError
+			var stop *host.StopError
 			if !errors.As(err, &stop) || stop.Code != messages.WriteNotAllowed {
 				t.Errorf("reserve: %v", err)
 			}
@@ -91,11 +92,11 @@ func TestResolverLadder(t *testing.T) {
 			return "ignored the stop", nil
 		},
 	}))
-	out, err := e.rt.Run(context.Background(), flow.RunParams{RunID: "r", Target: "shop", Resolver: l})
+	out, err := e.rt.Run(context.Background(), host.RunParams{RunID: "r", Target: "shop", Resolver: l})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Status != flow.StatusError || out.Code != messages.WriteNotAllowed || out.StopKey != "step:reserve:0" || out.StopToken != "step:reserve" {
+	if out.Status != host.StatusError || out.Code != messages.WriteNotAllowed || out.StopKey != "step:reserve:0" || out.StopToken != "step:reserve" {
 		t.Fatalf("%+v", out)
 	}
 	if ran.Load() != 0 {
@@ -154,8 +155,8 @@ func TestResolverWrongShapedAnswers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := setup(t, withResolver(flow.ResolverFunc(func(_ context.Context, c flow.Call) (flow.Resolution, error) {
-				return flow.Answer(json.RawMessage(tt.answer), "simulated"), nil
+			e := setup(t, withResolver(host.ResolverFunc(func(_ context.Context, c host.Call) (host.Resolution, error) {
+				return host.Answer(json.RawMessage(tt.answer), "simulated"), nil
 			})))
 			mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, int]{
 				CodeVersion: "test/v1",
@@ -174,11 +175,11 @@ func TestModelOverridesAndAnswers(t *testing.T) {
 	t.Parallel()
 	var inputs []json.RawMessage
 	var mu sync.Mutex
-	e := setup(t, withResolver(flow.ResolverFunc(func(_ context.Context, c flow.Call) (flow.Resolution, error) {
+	e := setup(t, withResolver(host.ResolverFunc(func(_ context.Context, c host.Call) (host.Resolution, error) {
 		mu.Lock()
 		inputs = append(inputs, c.Input)
 		mu.Unlock()
-		return flow.Answer(json.RawMessage(`"plain text answer"`), "simulated"), nil
+		return host.Answer(json.RawMessage(`"plain text answer"`), "simulated"), nil
 	})))
 	mustRegister(t, flow.RegisterAgent(e.reg, flow.Agent[none, string]{
 		CodeVersion: "test/v1",
@@ -188,7 +189,7 @@ func TestModelOverridesAndAnswers(t *testing.T) {
 			return r.Text(), err
 		},
 	}))
-	out, err := e.rt.Run(context.Background(), flow.RunParams{RunID: "r", Target: "ag", Model: "m-new", System: "sys-new"})
+	out, err := e.rt.Run(context.Background(), host.RunParams{RunID: "r", Target: "ag", Model: "m-new", System: "sys-new"})
 	if err != nil || string(out.Result) != `"plain text answer"` {
 		t.Fatalf("%+v %v", out, err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/flowtest"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/messages"
 )
 
@@ -77,7 +78,7 @@ func (w *abc) crashIn(t *testing.T, e *env, runID, step string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w.crash.Store(&crashPoint{step: step, cancel: cancel})
-	out, err := e.rt.Run(ctx, flow.RunParams{RunID: runID, Target: "abc"})
+	out, err := e.rt.Run(ctx, host.RunParams{RunID: runID, Target: "abc"})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("crashed run: %+v, %v; want context.Canceled", out, err)
 	}
@@ -95,7 +96,7 @@ func TestResumeAfterCrash(t *testing.T) {
 	checkTrace(t, e, "r1", []string{"run:start", "call:start step:a:0", "call:done step:a:0", "call:start step:b:0"})
 
 	out := e.run(t, "r1", "abc")
-	if out.Status != flow.StatusComplete || string(out.Result) != `[100,101,202]` {
+	if out.Status != host.StatusComplete || string(out.Result) != `[100,101,202]` {
 		t.Fatalf("resumed: %+v", out)
 	}
 	// a finished before the crash: not run again. b was in flight: run again.
@@ -111,7 +112,7 @@ func TestResumeAfterCrash(t *testing.T) {
 
 	// Running a finished run again runs nothing and returns its outcome.
 	again := e.run(t, "r1", "abc")
-	if again.Status != flow.StatusComplete || string(again.Result) != `[100,101,202]` || again.LastSeq != 8 {
+	if again.Status != host.StatusComplete || string(again.Result) != `[100,101,202]` || again.LastSeq != 8 {
 		t.Errorf("finished run again: %+v", again)
 	}
 	if w.a.Load() != 1 || w.b.Load() != 2 {
@@ -126,18 +127,18 @@ func TestResumeCrashBetweenCalls(t *testing.T) {
 	defer cancel()
 	e := setup(t, withResolver(crashAt("step:c:0", cancel)))
 	w.register(t, e.reg)
-	if _, err := e.rt.Run(ctx, flow.RunParams{RunID: "r", Target: "abc"}); !errors.Is(err, context.Canceled) {
+	if _, err := e.rt.Run(ctx, host.RunParams{RunID: "r", Target: "abc"}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("want context.Canceled, got %v", err)
 	}
 	checkTrace(t, e, "r", []string{"run:start", "call:start step:a:0", "call:done step:a:0", "call:start step:b:0", "call:done step:b:0"})
 
 	// A new runtime on the same log (another worker) resumes the run.
-	rt, err := flow.NewRuntime(flow.Config{Registry: e.reg, Log: e.log, Clock: flowtest.NewAutoClock(t0)})
+	rt, err := host.NewRuntime(host.Config{Registry: e.reg, Log: e.log, Clock: flowtest.NewAutoClock(t0)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := rt.Run(context.Background(), flow.RunParams{RunID: "r", Target: "abc"})
-	if err != nil || out.Status != flow.StatusComplete {
+	out, err := rt.Run(context.Background(), host.RunParams{RunID: "r", Target: "abc"})
+	if err != nil || out.Status != host.StatusComplete {
 		t.Fatalf("resume: %+v, %v", out, err)
 	}
 	if a, b, c := w.a.Load(), w.b.Load(), w.c.Load(); a != 1 || b != 1 || c != 1 {
@@ -179,7 +180,7 @@ func TestResumeDivergence(t *testing.T) {
 			b := w.b.Load()
 			w.variant.Store(tt.variant)
 			out := e.run(t, "r", "abc")
-			if out.Status != flow.StatusError || out.Code != messages.ReplayInputChanged || out.StopKey != tt.stopKey || out.StopToken != "" {
+			if out.Status != host.StatusError || out.Code != messages.ReplayInputChanged || out.StopKey != tt.stopKey || out.StopToken != "" {
 				t.Fatalf("outcome %+v", out)
 			}
 			for _, s := range tt.want {

@@ -14,21 +14,22 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/flowtest"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/internal/testwait"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/runevent"
 )
 
 // runAsync runs a run in a goroutine; the returned function waits for it.
-func runAsync(ctx context.Context, rt *flow.Runtime, p flow.RunParams) func() (flow.Outcome, error) {
-	var out flow.Outcome
+func runAsync(ctx context.Context, rt *host.Runtime, p host.RunParams) func() (host.Outcome, error) {
+	var out host.Outcome
 	var err error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		out, err = rt.Run(ctx, p)
 	}()
-	return func() (flow.Outcome, error) { <-done; return out, err }
+	return func() (host.Outcome, error) { <-done; return out, err }
 }
 
 func TestNowRandomDeterministicAcrossResume(t *testing.T) {
@@ -54,18 +55,18 @@ func TestNowRandomDeterministicAcrossResume(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w.crash.Store(&crashPoint{step: "after", cancel: cancel})
-	if _, err := e.rt.Run(ctx, flow.RunParams{RunID: "r", Target: "clocky"}); !errors.Is(err, context.Canceled) {
+	if _, err := e.rt.Run(ctx, host.RunParams{RunID: "r", Target: "clocky"}); !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
 	// Resume on another runtime whose clock and randomness differ.
 	later := t0.Add(time.Hour)
-	rt, err := flow.NewRuntime(flow.Config{Registry: e.reg, Log: e.log, Clock: flowtest.NewAutoClock(later),
+	rt, err := host.NewRuntime(host.Config{Registry: e.reg, Log: e.log, Clock: flowtest.NewAutoClock(later),
 		Random: func() float64 { return 0.875 }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := rt.Run(context.Background(), flow.RunParams{RunID: "r", Target: "clocky"})
-	if err != nil || out.Status != flow.StatusComplete {
+	out, err := rt.Run(context.Background(), host.RunParams{RunID: "r", Target: "clocky"})
+	if err != nil || out.Status != host.StatusComplete {
 		t.Fatalf("%+v %v", out, err)
 	}
 	want := `["2026-11-30T10:00:00Z","0.125","2026-11-30T11:00:00Z"]`
@@ -98,7 +99,7 @@ func TestSleepResumeWaitsRemainingTime(t *testing.T) {
 		},
 	}))
 	ctx, cancel := context.WithCancel(context.Background())
-	wait := runAsync(ctx, e.rt, flow.RunParams{RunID: "r", Target: "sleepy"})
+	wait := runAsync(ctx, e.rt, host.RunParams{RunID: "r", Target: "sleepy"})
 	testwait.Eventually(t, 5*time.Second, "the sleep", func() bool { return e.clock.Sleepers() == 1 })
 	e.clock.Advance(7 * time.Second)
 	cancel() // crash 7s into the 10s sleep
@@ -107,11 +108,11 @@ func TestSleepResumeWaitsRemainingTime(t *testing.T) {
 	}
 	checkTrace(t, e, "r", []string{"run:start", "call:start step:a:0", "call:done step:a:0", "call:start sleep:0"})
 
-	wait = runAsync(context.Background(), e.rt, flow.RunParams{RunID: "r", Target: "sleepy"})
+	wait = runAsync(context.Background(), e.rt, host.RunParams{RunID: "r", Target: "sleepy"})
 	testwait.Eventually(t, 5*time.Second, "the resumed sleep", func() bool { return e.clock.Sleepers() == 1 })
 	e.clock.Advance(3 * time.Second)
 	out, err := wait()
-	if err != nil || out.Status != flow.StatusComplete {
+	if err != nil || out.Status != host.StatusComplete {
 		t.Fatalf("%+v %v", out, err)
 	}
 	if got := e.clock.Waits(); !slices.Equal(got, []time.Duration{10 * time.Second, 3 * time.Second}) {
@@ -161,11 +162,11 @@ func TestRecordedErrorsReplayAsErrors(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w.crash.Store(&crashPoint{step: "after", cancel: cancel})
-	if _, err := e.rt.Run(ctx, flow.RunParams{RunID: "r", Target: "errs"}); !errors.Is(err, context.Canceled) {
+	if _, err := e.rt.Run(ctx, host.RunParams{RunID: "r", Target: "errs"}); !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
 	out := e.run(t, "r", "errs")
-	if out.Status != flow.StatusComplete || string(out.Result) != `["CouponExpired: coupon SPRING-24 expired","error: boom"]` {
+	if out.Status != host.StatusComplete || string(out.Result) != `["CouponExpired: coupon SPRING-24 expired","error: boom"]` {
 		t.Fatalf("%+v", out)
 	}
 	if runs.Load() != 2 {
@@ -208,7 +209,7 @@ func TestInterruptSuspendsAndResumes(t *testing.T) {
 	var a atomic.Int64
 	registerApproval(t, e.reg, &a)
 	out := e.run(t, "r", "approval")
-	if out.Status != flow.StatusSuspended || out.SuspendedAt != "interrupt:approve:0" || out.Terminal != nil {
+	if out.Status != host.StatusSuspended || out.SuspendedAt != "interrupt:approve:0" || out.Terminal != nil {
 		t.Fatalf("%+v", out)
 	}
 	if !errors.Is(out.Err(), flow.ErrSuspended) {
@@ -216,12 +217,12 @@ func TestInterruptSuspendsAndResumes(t *testing.T) {
 	}
 	checkTrace(t, e, "r", []string{"run:start", "call:start step:a:0", "call:done step:a:0", "call:start interrupt:approve:0"})
 	// Still no answer: still suspended, nothing appended.
-	if out := e.run(t, "r", "approval"); out.Status != flow.StatusSuspended || len(trace(e, "r")) != 4 {
+	if out := e.run(t, "r", "approval"); out.Status != host.StatusSuspended || len(trace(e, "r")) != 4 {
 		t.Fatalf("%+v", out)
 	}
 	e.inbox.SetAnswer("r", "approve:0", flow.InterruptAnswer{Action: "approve", Value: json.RawMessage(`"yes"`)})
 	out = e.run(t, "r", "approval")
-	if out.Status != flow.StatusComplete || string(out.Result) != `"approve \"yes\""` {
+	if out.Status != host.StatusComplete || string(out.Result) != `"approve \"yes\""` {
 		t.Fatalf("%+v", out)
 	}
 	if a.Load() != 1 {
@@ -243,11 +244,11 @@ func TestChildSuspensionSuspendsParent(t *testing.T) {
 			return flow.Child[string](ctx, flow.ChildParams{Target: "approval"})
 		},
 	}))
-	if out := e.run(t, "p", "parent"); out.Status != flow.StatusSuspended || out.SuspendedAt != "step:child:0" {
+	if out := e.run(t, "p", "parent"); out.Status != host.StatusSuspended || out.SuspendedAt != "step:child:0" {
 		t.Fatalf("%+v", out)
 	}
 	e.inbox.SetAnswer("p/child:0", "approve:0", flow.InterruptAnswer{Action: "ok", Value: json.RawMessage(`1`)})
-	if out := e.run(t, "p", "parent"); out.Status != flow.StatusComplete || string(out.Result) != `"ok 1"` {
+	if out := e.run(t, "p", "parent"); out.Status != host.StatusComplete || string(out.Result) != `"ok 1"` {
 		t.Fatalf("%+v", out)
 	}
 	if a.Load() != 1 {
@@ -267,11 +268,11 @@ func TestCancelWritesRunCancelled(t *testing.T) {
 		},
 	}))
 	ctx, cancel := context.WithCancelCause(context.Background())
-	wait := runAsync(ctx, e.rt, flow.RunParams{RunID: "r", Target: "long"})
+	wait := runAsync(ctx, e.rt, host.RunParams{RunID: "r", Target: "long"})
 	testwait.Eventually(t, 5*time.Second, "the sleep", func() bool { return e.clock.Sleepers() == 1 })
 	cancel(flow.ErrRunCancelled)
 	out, err := wait()
-	if err != nil || out.Status != flow.StatusCancelled || out.Code != messages.Cancelled {
+	if err != nil || out.Status != host.StatusCancelled || out.Code != messages.Cancelled {
 		t.Fatalf("%+v %v", out, err)
 	}
 	checkTrace(t, e, "r", []string{"run:start", "call:start sleep:0", "run:cancelled"})
@@ -311,7 +312,7 @@ func TestTargetFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		out := e.run(t, tt.target, tt.target)
-		if out.Status != flow.StatusError || string(out.Code) != tt.code || out.Message != tt.message || out.StopKey != "" {
+		if out.Status != host.StatusError || string(out.Code) != tt.code || out.Message != tt.message || out.StopKey != "" {
 			t.Errorf("%s: %+v", tt.target, out)
 		}
 		raw := e.log.EventsJSON(tt.target)
@@ -334,18 +335,18 @@ func TestInputs(t *testing.T) {
 	w.register(t, e.reg)
 	ctx := context.Background()
 	for _, in := range []map[string]json.RawMessage{{"y": json.RawMessage(`1`)}, {"x": json.RawMessage(`"one"`)}, {"x": json.RawMessage(`{`)}} {
-		if _, err := e.rt.Run(ctx, flow.RunParams{RunID: "bad", Target: "abc", Inputs: in}); !errors.Is(err, flow.ErrInvalidInputs) {
+		if _, err := e.rt.Run(ctx, host.RunParams{RunID: "bad", Target: "abc", Inputs: in}); !errors.Is(err, host.ErrInvalidInputs) {
 			t.Errorf("inputs %s: %v", in, err)
 		}
 	}
 	if e.log.Events("bad") != nil {
 		t.Error("a refused run was journaled")
 	}
-	if _, err := e.rt.Run(ctx, flow.RunParams{RunID: "x", Target: "nope"}); !errors.Is(err, flow.ErrUnknownTarget) {
+	if _, err := e.rt.Run(ctx, host.RunParams{RunID: "x", Target: "nope"}); !errors.Is(err, host.ErrUnknownTarget) {
 		t.Errorf("unknown target: %v", err)
 	}
-	out, err := e.rt.Run(ctx, flow.RunParams{RunID: "ok", Target: "abc", Inputs: map[string]json.RawMessage{"x": json.RawMessage(`5`)}})
-	if err != nil || out.Status != flow.StatusComplete {
+	out, err := e.rt.Run(ctx, host.RunParams{RunID: "ok", Target: "abc", Inputs: map[string]json.RawMessage{"x": json.RawMessage(`5`)}})
+	if err != nil || out.Status != host.StatusComplete {
 		t.Fatal(out, err)
 	}
 	if ev := e.log.Events("ok")[0]; string(ev.Inputs) != `{"x":5}` || ev.Kind != runevent.RunStart {
@@ -363,7 +364,7 @@ func TestSignalTimeout(t *testing.T) {
 			return []any{p, ok}, err
 		},
 	}))
-	wait := runAsync(context.Background(), e.rt, flow.RunParams{RunID: "r", Target: "waits"})
+	wait := runAsync(context.Background(), e.rt, host.RunParams{RunID: "r", Target: "waits"})
 	testwait.Eventually(t, 5*time.Second, "the signal timer", func() bool { return e.clock.Sleepers() == 1 })
 	e.clock.Advance(5 * time.Second)
 	out, err := wait()
@@ -413,7 +414,7 @@ func TestUndeclaredChildStops(t *testing.T) {
 			Run:  func(ctx context.Context, _ none) (int, error) { return 0, body(ctx) },
 		}))
 		out := e.run(t, "r-"+name, "undeclared_"+name)
-		if out.Status != flow.StatusError || out.Code != messages.RuntimeError || out.Message != want[name] {
+		if out.Status != host.StatusError || out.Code != messages.RuntimeError || out.Message != want[name] {
 			t.Errorf("%s: %s %s %q, want error runtime_error %q", name, out.Status, out.Code, out.Message, want[name])
 		}
 	}
@@ -445,21 +446,21 @@ func TestGatherAndChildErrors(t *testing.T) {
 func TestMemLogErrors(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	log := flow.NewMemLog()
+	log := host.NewMemLog()
 	res := bundle.Result{Key: "a:0", Kind: "step", Fingerprint: "f", Result: json.RawMessage(`1`)}
-	if _, err := log.Append(ctx, "r", flow.Batch{Results: []bundle.Result{res}}); err != nil {
+	if _, err := log.Append(ctx, "r", host.Batch{Results: []bundle.Result{res}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := log.Append(ctx, "r", flow.Batch{Results: []bundle.Result{res}}); !errors.Is(err, flow.ErrResultExists) {
+	if _, err := log.Append(ctx, "r", host.Batch{Results: []bundle.Result{res}}); !errors.Is(err, host.ErrResultExists) {
 		t.Errorf("duplicate result: %v", err)
 	}
-	if _, err := log.Finish(ctx, "r", flow.Event{Kind: runevent.CallDone}); err == nil {
+	if _, err := log.Finish(ctx, "r", host.Event{Kind: runevent.CallDone}); err == nil {
 		t.Error("Finish with a call:done")
 	}
-	if seq, err := log.Finish(ctx, "r", flow.Event{Kind: runevent.RunCancelled, At: t0}); err != nil || seq != 1 {
+	if seq, err := log.Finish(ctx, "r", host.Event{Kind: runevent.RunCancelled, At: t0}); err != nil || seq != 1 {
 		t.Errorf("finish: %d %v", seq, err)
 	}
-	if _, err := log.Append(ctx, "r", flow.Batch{Events: []flow.Event{{Kind: runevent.CaseCall, At: t0}}}); !errors.Is(err, flow.ErrFinished) {
+	if _, err := log.Append(ctx, "r", host.Batch{Events: []host.Event{{Kind: runevent.CaseCall, At: t0}}}); !errors.Is(err, host.ErrFinished) {
 		t.Errorf("append after finish: %v", err)
 	}
 	if rec, err := log.Load(ctx, "unknown"); err != nil || rec.Events != nil || rec.Results != nil {
@@ -469,7 +470,7 @@ func TestMemLogErrors(t *testing.T) {
 
 // failingLog fails the n-th Append (1-based) and every Finish when told.
 type failingLog struct {
-	*flow.MemLog
+	*host.MemLog
 	failAppend int64
 	appends    atomic.Int64
 	failFinish bool
@@ -477,14 +478,14 @@ type failingLog struct {
 
 var errDisk = errors.New("disk on fire")
 
-func (l *failingLog) Append(ctx context.Context, runID string, b flow.Batch) (int64, error) {
+func (l *failingLog) Append(ctx context.Context, runID string, b host.Batch) (int64, error) {
 	if l.appends.Add(1) == l.failAppend {
 		return 0, errDisk
 	}
 	return l.MemLog.Append(ctx, runID, b)
 }
 
-func (l *failingLog) Finish(ctx context.Context, runID string, ev flow.Event) (int64, error) {
+func (l *failingLog) Finish(ctx context.Context, runID string, ev host.Event) (int64, error) {
 	if l.failFinish {
 		return 0, errDisk
 	}
@@ -506,15 +507,15 @@ func TestLogFailures(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			log := &failingLog{MemLog: flow.NewMemLog(), failAppend: tt.failAppend, failFinish: tt.failFinish}
+			log := &failingLog{MemLog: host.NewMemLog(), failAppend: tt.failAppend, failFinish: tt.failFinish}
 			reg := flow.NewRegistry()
 			var w abc
 			w.register(t, reg)
-			rt, err := flow.NewRuntime(flow.Config{Registry: reg, Log: log, Clock: flowtest.NewAutoClock(t0)})
+			rt, err := host.NewRuntime(host.Config{Registry: reg, Log: log, Clock: flowtest.NewAutoClock(t0)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := rt.Run(context.Background(), flow.RunParams{RunID: "r", Target: "abc"})
+			out, err := rt.Run(context.Background(), host.RunParams{RunID: "r", Target: "abc"})
 			if !errors.Is(err, errDisk) || out.Terminal != nil {
 				t.Fatalf("%+v %v; want the log's error and no outcome", out, err)
 			}
@@ -530,11 +531,11 @@ func TestRunSubmittedBeforeStart(t *testing.T) {
 	e := setup(t)
 	var w abc
 	w.register(t, e.reg)
-	sub := flow.Event{Kind: runevent.RunSubmitted, At: t0, Extra: map[string]json.RawMessage{"run_id": json.RawMessage(`"r"`)}}
-	if _, err := e.log.Append(context.Background(), "r", flow.Batch{Events: []flow.Event{sub}}); err != nil {
+	sub := host.Event{Kind: runevent.RunSubmitted, At: t0, Extra: map[string]json.RawMessage{"run_id": json.RawMessage(`"r"`)}}
+	if _, err := e.log.Append(context.Background(), "r", host.Batch{Events: []host.Event{sub}}); err != nil {
 		t.Fatal(err)
 	}
-	if out := e.run(t, "r", "abc"); out.Status != flow.StatusComplete || out.LastSeq != 9 {
+	if out := e.run(t, "r", "abc"); out.Status != host.StatusComplete || out.LastSeq != 9 {
 		t.Fatalf("%+v", out)
 	}
 	if raw := e.log.EventsJSON("r"); string(raw[0]) != `{"at":"2026-11-30T10:00:00.000000Z","kind":"run:submitted","run_id":"r","run_seq":1}` {

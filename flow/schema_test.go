@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 )
 
 type orderQuery struct {
@@ -44,7 +45,7 @@ func TestToolSchemasReachTheClient(t *testing.T) {
 	if err := e.reg.Check(); err != nil {
 		t.Fatal(err)
 	}
-	if out := e.run(t, "r", "desk"); out.Status != flow.StatusComplete {
+	if out := e.run(t, "r", "desk"); out.Status != host.StatusComplete {
 		t.Fatalf("%+v", out)
 	}
 	if got.MaxTokens != 512 || len(got.ToolSpecs) != 2 {

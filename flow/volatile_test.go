@@ -11,6 +11,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/runevent"
 )
@@ -47,7 +48,7 @@ func quoteStep() flow.StepDef[quoteIn, int] {
 }
 
 // callStart returns the run's call:start event of call id.
-func callStart(t *testing.T, e *env, runID, id string) flow.Event {
+func callStart(t *testing.T, e *env, runID, id string) host.Event {
 	t.Helper()
 	for _, ev := range e.log.Events(runID) {
 		if ev.Kind == runevent.CallStart && ev.Call.ID() == id {
@@ -55,7 +56,7 @@ func callStart(t *testing.T, e *env, runID, id string) flow.Event {
 		}
 	}
 	t.Fatalf("run %s has no call:start of %s", runID, id)
-	return flow.Event{}
+	return host.Event{}
 }
 
 func TestVolatileStepFields(t *testing.T) {
@@ -70,9 +71,9 @@ func TestVolatileStepFields(t *testing.T) {
 		t.Fatalf("registration.volatile %+v", v)
 	}
 
-	run := func(runID string, inputs map[string]json.RawMessage) flow.Event {
-		out, err := e.rt.Run(context.Background(), flow.RunParams{RunID: runID, Target: "vol", Inputs: inputs})
-		if err != nil || out.Status != flow.StatusComplete {
+	run := func(runID string, inputs map[string]json.RawMessage) host.Event {
+		out, err := e.rt.Run(context.Background(), host.RunParams{RunID: runID, Target: "vol", Inputs: inputs})
+		if err != nil || out.Status != host.StatusComplete {
 			t.Fatalf("run %s: %+v, %v", runID, out, err)
 		}
 		return callStart(t, e, runID, "step:quote:0")
@@ -88,7 +89,7 @@ func TestVolatileStepFields(t *testing.T) {
 	}
 	// The fingerprint is that of the input without the volatile fields;
 	// the recorded input keeps them.
-	_, want, _ := flow.Fingerprint(map[string]any{"sku": "SKU-42", "meta": map[string]any{"who": "cli"}})
+	_, want, _ := host.Fingerprint(map[string]any{"sku": "SKU-42", "meta": map[string]any{"who": "cli"}})
 	if a.Call.Fingerprint != want {
 		t.Errorf("fingerprint %s, want %s (the input without its volatile fields)", a.Call.Fingerprint, want)
 	}
@@ -116,9 +117,9 @@ func TestVolatileDeclaredInline(t *testing.T) {
 		t.Fatalf("recorded %v", got)
 	}
 	e.run(t, "run_a", "inline")
-	out, err := e.rt.Run(context.Background(), flow.RunParams{RunID: "run_b", Target: "inline",
+	out, err := e.rt.Run(context.Background(), host.RunParams{RunID: "run_b", Target: "inline",
 		Inputs: map[string]json.RawMessage{"request_id": json.RawMessage(`"other"`)}})
-	if err != nil || out.Status != flow.StatusComplete {
+	if err != nil || out.Status != host.StatusComplete {
 		t.Fatal(out, err)
 	}
 	if a, b := callStart(t, e, "run_a", "step:quote:0"), callStart(t, e, "run_b", "step:quote:0"); a.Call.Fingerprint != b.Call.Fingerprint {
@@ -144,7 +145,7 @@ func TestVolatileStepDefNotDeclared(t *testing.T) {
 		"other_rules": "volatile fields [request_id] at the call, but other_rules declared [meta.ts]",
 	} {
 		out := e.run(t, "run_"+target, target)
-		if out.Status != flow.StatusError || out.Code != messages.RuntimeError || !strings.Contains(out.Message, want) {
+		if out.Status != host.StatusError || out.Code != messages.RuntimeError || !strings.Contains(out.Message, want) {
 			t.Errorf("%s: %+v, want runtime_error containing %q", target, out, want)
 		}
 	}
@@ -178,7 +179,7 @@ func TestVolatileRegistrationChecks(t *testing.T) {
 		}, `agent helper: volatile prompt pattern "Today is (.*": error parsing regexp`},
 	}
 	for _, c := range cases {
-		_, err := flow.Build(nil, c.register)
+		_, err := host.Build(nil, c.register)
 		if !errors.Is(err, flow.ErrInvalidTarget) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want ErrInvalidTarget containing %q", c.name, err, c.want)
 		}
@@ -225,14 +226,14 @@ func TestVolatilePrompt(t *testing.T) {
 		t.Fatalf("registration.volatile %+v", v)
 	}
 	e.run(t, "run_a", "dated")
-	out, err := e.rt.Run(context.Background(), flow.RunParams{RunID: "run_b", Target: "dated",
+	out, err := e.rt.Run(context.Background(), host.RunParams{RunID: "run_b", Target: "dated",
 		Inputs: map[string]json.RawMessage{"today": json.RawMessage(`"2027-03-04"`)}})
-	if err != nil || out.Status != flow.StatusComplete {
+	if err != nil || out.Status != host.StatusComplete {
 		t.Fatal(out, err)
 	}
-	out, err = e.rt.Run(context.Background(), flow.RunParams{RunID: "run_c", Target: "dated",
+	out, err = e.rt.Run(context.Background(), host.RunParams{RunID: "run_c", Target: "dated",
 		Inputs: map[string]json.RawMessage{"order": json.RawMessage(`"43"`)}})
-	if err != nil || out.Status != flow.StatusComplete {
+	if err != nil || out.Status != host.StatusComplete {
 		t.Fatal(out, err)
 	}
 	for _, id := range []string{"model:0", "model:1"} {
@@ -249,7 +250,7 @@ func TestVolatilePrompt(t *testing.T) {
 	}
 	// The tool's volatile field: the same trace in every run here, so its
 	// fingerprint is that of the input without it.
-	_, wantFP, _ := flow.Fingerprint(map[string]string{"order": "42"})
+	_, wantFP, _ := host.Fingerprint(map[string]string{"order": "42"})
 	if got := callStart(t, e, "run_a", "tool:toolu_01").Call.Fingerprint; got != wantFP {
 		t.Errorf("tool fingerprint %s, want %s", got, wantFP)
 	}
@@ -258,7 +259,7 @@ func TestVolatilePrompt(t *testing.T) {
 	e2 := setup(t)
 	mustRegister(t, dateAgent(e2.reg, nil))
 	e2.run(t, "run_a", "dated")
-	if _, err := e2.rt.Run(context.Background(), flow.RunParams{RunID: "run_b", Target: "dated",
+	if _, err := e2.rt.Run(context.Background(), host.RunParams{RunID: "run_b", Target: "dated",
 		Inputs: map[string]json.RawMessage{"today": json.RawMessage(`"2027-03-04"`)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -277,27 +278,27 @@ func TestVolatileOf(t *testing.T) {
 		Tools:  map[string][]string{"lookup": {"trace"}},
 		Prompt: []string{"p"},
 	}}
-	call := func(kind flow.CallKind, key, name string) flow.Call {
-		return flow.Call{CallRef: flow.CallRef{Kind: kind, Key: key}, Name: name}
+	call := func(kind host.CallKind, key, name string) host.Call {
+		return host.Call{CallRef: host.CallRef{Kind: kind, Key: key}, Name: name}
 	}
 	cases := []struct {
-		c    flow.Call
+		c    host.Call
 		want string
 	}{
-		{call(flow.KindStep, "quote:3", "quote"), "[request_id] []"},
-		{call(flow.KindStep, "child:0", "send_receipt"), "[] []"}, // a child run of a target named like a step
-		{call(flow.KindStep, "other:0", "other"), "[] []"},
-		{call(flow.KindTool, "toolu_01", "lookup"), "[trace] []"},
-		{call(flow.KindModel, "0", ""), "[] [p]"},
-		{call(flow.KindSleep, "0", ""), "[] []"},
+		{call(host.KindStep, "quote:3", "quote"), "[request_id] []"},
+		{call(host.KindStep, "child:0", "send_receipt"), "[] []"}, // a child run of a target named like a step
+		{call(host.KindStep, "other:0", "other"), "[] []"},
+		{call(host.KindTool, "toolu_01", "lookup"), "[trace] []"},
+		{call(host.KindModel, "0", ""), "[] [p]"},
+		{call(host.KindSleep, "0", ""), "[] []"},
 	}
 	for _, c := range cases {
-		s := flow.VolatileOf(reg, c.c)
+		s := host.VolatileOf(reg, c.c)
 		if got := fmt.Sprint(s.Fields, s.Prompt); got != c.want {
 			t.Errorf("%s: %s, want %s", c.c.ID(), got, c.want)
 		}
 	}
-	if flow.HasVolatile(bundle.Registration{}) || !flow.HasVolatile(reg) || flow.HasVolatile(bundle.Registration{Volatile: &bundle.Volatile{}}) {
+	if host.HasVolatile(bundle.Registration{}) || !host.HasVolatile(reg) || host.HasVolatile(bundle.Registration{Volatile: &bundle.Volatile{}}) {
 		t.Error("HasVolatile")
 	}
 }

@@ -4,7 +4,7 @@
 //
 // It defines the contract every journal backend implements (Journal), the
 // meta, lease and run types (an event is runevent.Event, the runtime's
-// flow.Event too), the sentinel errors, and the interface of
+// host.Event too), the sentinel errors, and the interface of
 // the cold archive that finished runs move to (Archive). The backends live in
 // sub-packages, side by side:
 //

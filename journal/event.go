@@ -41,7 +41,7 @@ func TerminalStatus(kind Kind) (Status, bool) {
 const TimeLayout = runevent.TimeLayout
 
 // Event is one journal event: runevent.Event, the one type of run events
-// (the runtime's flow.Event is the same type). On the wire (Valkey stream
+// (the runtime's host.Event is the same type). On the wire (Valkey stream
 // entries, the archive, bundles, `pyrula events`) it is one canonical JSON
 // object (docs/bundle-format.md: names sorted, no whitespace), which
 // AppendJSON and JSON write: run_seq, kind and at, then the members of its

@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 )
 
 // Policy bounds one model call: how many times it is sent, how long each
@@ -44,10 +44,10 @@ func (p Policy) withDefaults() Policy {
 }
 
 // Attempt is the outcome of one attempt that failed: the error as a
-// *flow.ModelError (Attempts is filled in by Do), and the wait the
+// *host.ModelError (Attempts is filled in by Do), and the wait the
 // provider asked for (retry-after), 0 when it asked for none.
 type Attempt struct {
-	Err        *flow.ModelError
+	Err        *host.ModelError
 	RetryAfter time.Duration
 }
 
@@ -74,8 +74,8 @@ func Do[T any](ctx context.Context, p Policy, send func(ctx context.Context) (T,
 		if failed == nil {
 			return out, nil
 		}
-		if timedOut && failed.Err.Kind != flow.ModelTimeout {
-			failed.Err.Kind = flow.ModelTimeout
+		if timedOut && failed.Err.Kind != host.ModelTimeout {
+			failed.Err.Kind = host.ModelTimeout
 			failed.Err.Message = "no answer within " + p.Timeout.String()
 		}
 		failed.Err.Attempts = n

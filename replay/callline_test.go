@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/examples"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/runevent"
 )
@@ -16,13 +16,13 @@ import (
 // callLineLog is a MemLog whose case:call appends fail, noting whether each
 // came with a deadline.
 type callLineLog struct {
-	*flow.MemLog
+	*host.MemLog
 	appends, unbounded atomic.Int64
 }
 
 var errCallLine = errors.New("injected case:call append failure")
 
-func (l *callLineLog) Append(ctx context.Context, runID string, b flow.Batch) (int64, error) {
+func (l *callLineLog) Append(ctx context.Context, runID string, b host.Batch) (int64, error) {
 	for _, ev := range b.Events {
 		if ev.Kind == runevent.CaseCall {
 			l.appends.Add(1)
@@ -39,7 +39,7 @@ func (l *callLineLog) Append(ctx context.Context, runID string, b flow.Batch) (i
 // reports the first such failure as its error; each append has a deadline.
 func TestCallLineAppendFailureReported(t *testing.T) {
 	rec := record(t, examples.Checkout, nil)
-	log := &callLineLog{MemLog: flow.NewMemLog()}
+	log := &callLineLog{MemLog: host.NewMemLog()}
 	_, err := replay.Run(context.Background(), replay.Params{Bundle: rec.bundleAt(rec.seqAfter(t, "step:quote:0")),
 		RunID: "case", Registry: newRegistry(t), Log: log, FixtureHash: "h", Options: replay.Options{ReplayOnly: true}})
 	if !errors.Is(err, errCallLine) || !strings.Contains(err.Error(), "case:call") {

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/runevent"
 )
@@ -18,13 +18,13 @@ import (
 // checks that the whole prefix was consumed (else the run ends with
 // prefix_diverged), adds the divergence data and writes case:outcome.
 type caseLog struct {
-	flow.Log
+	host.Log
 	e *engine
 }
 
-// Append implements flow.Log, noting the case run's last run_seq so that
+// Append implements host.Log, noting the case run's last run_seq so that
 // its case:outcome can carry the run's real last_seq.
-func (l *caseLog) Append(ctx context.Context, runID string, b flow.Batch) (int64, error) {
+func (l *caseLog) Append(ctx context.Context, runID string, b host.Batch) (int64, error) {
 	seq, err := l.Log.Append(ctx, runID, b)
 	if err == nil && runID == l.e.p.RunID {
 		l.e.noteSeq(seq)
@@ -32,8 +32,8 @@ func (l *caseLog) Append(ctx context.Context, runID string, b flow.Batch) (int64
 	return seq, err
 }
 
-// Finish implements flow.Log.
-func (l *caseLog) Finish(ctx context.Context, runID string, ev flow.Event) (int64, error) {
+// Finish implements host.Log.
+func (l *caseLog) Finish(ctx context.Context, runID string, ev host.Event) (int64, error) {
 	e := l.e
 	if runID != e.p.RunID {
 		return l.Log.Finish(ctx, runID, ev)
@@ -64,11 +64,11 @@ type childResolver struct{ e *engine }
 // divergence's details go on run:error) and its outcome; writeOutcome says
 // that case:outcome is still to be written (not when the run wrote it
 // before a crash cut it off from its terminal event).
-func (e *engine) terminalLocked(ev flow.Event) (flow.Event, Outcome, bool) {
+func (e *engine) terminalLocked(ev host.Event) (host.Event, Outcome, bool) {
 	if ev.Kind == runevent.RunComplete && !e.p.FromStart && e.prefixDone < len(e.prefix) {
 		rec := e.prefix[e.prefixDone]
 		e.divergence = &Divergence{Seq: e.prefixDone, Call: "", RecordedCall: rec.ref.ID(), RecordedFingerprint: rec.ref.Fingerprint}
-		ev = flow.Event{Kind: runevent.RunError, At: ev.At, Code: messages.PrefixDiverged, StopKey: rec.ref.ID(),
+		ev = host.Event{Kind: runevent.RunError, At: ev.At, Code: messages.PrefixDiverged, StopKey: rec.ref.ID(),
 			Message: fmt.Sprintf("the target ended after %d of the %d prefix calls; the recording has %s next", e.prefixDone, len(e.prefix), rec.ref.ID())}
 	}
 	if ev.Kind == runevent.RunError {
@@ -82,7 +82,7 @@ func (e *engine) terminalLocked(ev flow.Event) (flow.Event, Outcome, bool) {
 			ev.Extra["divergence"], _ = json.Marshal(e.divergence)
 		}
 	}
-	o := e.outcomeLocked(ev, flow.Outcome{})
+	o := e.outcomeLocked(ev, host.Outcome{})
 	if e.priorOutcome != nil {
 		return ev, *e.priorOutcome, false
 	}
@@ -94,11 +94,11 @@ func (e *engine) terminalLocked(ev flow.Event) (flow.Event, Outcome, bool) {
 // appendTerminal writes the case run's case:outcome (when writeOutcome)
 // and its terminal event, holding appendMu; it returns the terminal
 // event's run_seq.
-func (l *caseLog) appendTerminal(ctx context.Context, runID string, ev flow.Event, o Outcome, writeOutcome bool) (int64, error) {
+func (l *caseLog) appendTerminal(ctx context.Context, runID string, ev host.Event, o Outcome, writeOutcome bool) (int64, error) {
 	e := l.e
 	if writeOutcome {
-		co := flow.Event{Kind: runevent.CaseOutcome, At: ev.At, Extra: lineExtra(o, false)}
-		seq, err := l.Log.Append(ctx, runID, flow.Batch{Target: e.p.Target, Events: []flow.Event{co}})
+		co := host.Event{Kind: runevent.CaseOutcome, At: ev.At, Extra: lineExtra(o, false)}
+		seq, err := l.Log.Append(ctx, runID, host.Batch{Target: e.p.Target, Events: []host.Event{co}})
 		if err != nil {
 			return 0, err
 		}
@@ -107,20 +107,20 @@ func (l *caseLog) appendTerminal(ctx context.Context, runID string, ev flow.Even
 	return l.Log.Finish(ctx, runID, ev)
 }
 
-// Resolve implements flow.Resolver.
-func (childResolver) Resolve(context.Context, flow.Call) (flow.Resolution, error) {
-	return flow.Live(), nil
+// Resolve implements host.Resolver.
+func (childResolver) Resolve(context.Context, host.Call) (host.Resolution, error) {
+	return host.Live(), nil
 }
 
-// Observe implements flow.Observer: a child's model spend counts, and so
+// Observe implements host.Observer: a child's model spend counts, and so
 // does a signal it sends the case run.
-func (r childResolver) Observe(_ context.Context, o flow.Observation) {
+func (r childResolver) Observe(_ context.Context, o host.Observation) {
 	switch o.Call.Kind {
-	case flow.KindModel:
+	case host.KindModel:
 		r.e.mu.Lock()
 		defer r.e.mu.Unlock()
 		r.e.spendLocked(o.Call, o.Record)
-	case flow.KindStep:
+	case host.KindStep:
 		if strings.HasPrefix(o.Call.Key, "sigsend:") {
 			r.e.mu.Lock()
 			defer r.e.mu.Unlock()
@@ -134,18 +134,18 @@ func (r childResolver) Observe(_ context.Context, o flow.Observation) {
 // durable sleep advances the run's clock (and now) without waiting.
 type JumpClock struct {
 	// Base is the underlying clock.
-	Base flow.Clock
+	Base host.Clock
 
 	mu     sync.Mutex   // serialises jumps
 	offset atomic.Int64 // the time jumped, a time.Duration; read without mu
 }
 
-// Now implements flow.Clock.
+// Now implements host.Clock.
 func (c *JumpClock) Now() time.Time {
 	return c.Base.Now().Add(time.Duration(c.offset.Load()))
 }
 
-// SleepUntil implements flow.Clock without waiting.
+// SleepUntil implements host.Clock without waiting.
 func (c *JumpClock) SleepUntil(ctx context.Context, t time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return context.Cause(ctx)

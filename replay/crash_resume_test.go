@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/pyrula/caseworker/bundle"
-	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/examples"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/runevent"
 )
@@ -22,7 +22,7 @@ var errCrashed = errors.New("the worker died")
 // run's journal holds at least after events, then fails every write: the
 // journal is left as a worker killed at that point leaves it.
 type crashingLog struct {
-	*flow.MemLog
+	*host.MemLog
 	runID string
 	after int
 }
@@ -31,14 +31,14 @@ func (l *crashingLog) full(runID string) bool {
 	return runID == l.runID && len(l.MemLog.Events(runID)) >= l.after
 }
 
-func (l *crashingLog) Append(ctx context.Context, runID string, b flow.Batch) (int64, error) {
+func (l *crashingLog) Append(ctx context.Context, runID string, b host.Batch) (int64, error) {
 	if l.full(runID) {
 		return 0, errCrashed
 	}
 	return l.MemLog.Append(ctx, runID, b)
 }
 
-func (l *crashingLog) Finish(ctx context.Context, runID string, ev flow.Event) (int64, error) {
+func (l *crashingLog) Finish(ctx context.Context, runID string, ev host.Event) (int64, error) {
 	if l.full(runID) {
 		return 0, errCrashed
 	}
@@ -78,7 +78,7 @@ func TestResumedCaseRunEndsAsUninterrupted(t *testing.T) {
 			ref, refLog := runCase(t, tc.b, tc.opts)
 			n := len(refLog.Events("case"))
 			for after := 1; after < n; after++ {
-				mem := flow.NewMemLog()
+				mem := host.NewMemLog()
 				crash := &crashingLog{MemLog: mem, runID: "case", after: after}
 				p := replay.Params{Bundle: tc.b, RunID: "case", Registry: newRegistry(t), Log: crash, FixtureHash: "h", Options: tc.opts}
 				if _, err := replay.Run(context.Background(), p); err == nil {
@@ -108,7 +108,7 @@ func TestResumedCaseRunEndsAsUninterrupted(t *testing.T) {
 // checkJournal checks a finished case run's journal: one call:done per
 // call, as many case:call events as call:done events after the prefix is
 // not checked here; one case:outcome, one terminal event, last.
-func checkJournal(t *testing.T, what string, events []flow.Event, lastSeq int64) {
+func checkJournal(t *testing.T, what string, events []host.Event, lastSeq int64) {
 	t.Helper()
 	done := map[string]int{}
 	var outcomes, terminals int

@@ -30,5 +30,5 @@
 // report.go (the lines' types), entry.go (RunCase, Refusal).
 //
 // replay imports flow, bundle (bundle/volatile for the rules) and messages. It must not import cli, worker
-// or any journal backend: the caller passes the journal as a flow.Log.
+// or any journal backend: the caller passes the journal as a host.Log.
 package replay

@@ -14,6 +14,7 @@ import (
 	"github.com/pyrula/caseworker/bundle/volatile"
 	"github.com/pyrula/caseworker/explain"
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/runevent"
 )
@@ -73,7 +74,7 @@ type Params struct {
 	// Registry holds the targets; required.
 	Registry *flow.Registry
 	// Log is the new run's journal; required.
-	Log flow.Log
+	Log host.Log
 	// Models is the model client for live model calls; default the agent's
 	// own client.
 	Models flow.ModelClient
@@ -86,7 +87,7 @@ type Params struct {
 	LLMRef string
 	// Clock is the base clock (default the system clock); the run gets a
 	// clock on top of it that jumps over waits instead of waiting.
-	Clock flow.Clock
+	Clock host.Clock
 	// Options are the flags.
 	Options
 }
@@ -104,14 +105,14 @@ const (
 // callKey is a call's identity kind:key as a map key, without building the
 // string.
 type callKey struct {
-	kind flow.CallKind
+	kind host.CallKind
 	key  string
 }
 
-func keyOf(c flow.CallRef) callKey { return callKey{c.Kind, c.Key} }
+func keyOf(c host.CallRef) callKey { return callKey{c.Kind, c.Key} }
 
 type recCall struct {
-	ref   flow.CallRef
+	ref   host.CallRef
 	input json.RawMessage
 }
 
@@ -128,7 +129,7 @@ type selfSignal struct {
 // engine is one case run: the resolver of the top-level run.
 type engine struct {
 	p      Params
-	target flow.TargetInfo
+	target host.TargetInfo
 	prefix []recCall
 	inputs map[callKey]json.RawMessage // recorded inputs of the prefix calls (recordedInput has every one)
 	index  map[callKey]int             // position in p.Bundle.Results
@@ -146,7 +147,7 @@ type engine struct {
 	// case:outcome), which are made without holding mu; it guards event,
 	// line and callLineErr. Taken while holding mu, never the other way.
 	appendMu     sync.Mutex
-	event        [1]flow.Event // the batch of a case:call append
+	event        [1]host.Event // the batch of a case:call append
 	consumed     []bool        // by position in p.Bundle.Results
 	prefixDone   int
 	started      int // calls the ladder let run live against the budget
@@ -169,7 +170,7 @@ type engine struct {
 	pending      map[string]*Divergence // what changed in a call resolved as changed, until it is observed
 	changes      []ChangeRef
 	axes         []string // the changed axes known at start (all but supplied_answers)
-	// model is the model id of the run's model calls (flow.RunParams.Model):
+	// model is the model id of the run's model calls (host.RunParams.Model):
 	// Options.Model, else the recorded one (runModel).
 	model string
 	line  lineCtx // the context of case:call appends
@@ -209,7 +210,7 @@ func newEngine(p Params) (*engine, map[string]json.RawMessage, error) {
 	}
 	info, ok := p.Registry.Lookup(p.Target)
 	if !ok {
-		return nil, nil, fmt.Errorf("replay: %w: %q", flow.ErrUnknownTarget, p.Target)
+		return nil, nil, fmt.Errorf("replay: %w: %q", host.ErrUnknownTarget, p.Target)
 	}
 	e := &engine{
 		p: p, target: info,
@@ -235,12 +236,12 @@ func newEngine(p Params) (*engine, map[string]json.RawMessage, error) {
 		e.steps[s.Name] = append(e.steps[s.Name], s.ID)
 	}
 	for i, r := range p.Bundle.Results {
-		e.index[callKey{flow.CallKind(r.Kind), r.Key}] = i
+		e.index[callKey{host.CallKind(r.Kind), r.Key}] = i
 	}
 	if err := checkRecordedRules(m.Registration); err != nil {
 		return nil, nil, err
 	}
-	e.hasRules = flow.HasVolatile(m.Registration) || flow.HasVolatile(info.Registration)
+	e.hasRules = host.HasVolatile(m.Registration) || host.HasVolatile(info.Registration)
 	if err := e.readPrefix(); err != nil {
 		return nil, nil, err
 	}
@@ -264,7 +265,7 @@ func (e *engine) readPrefix() error {
 	for i, raw := range e.p.Bundle.History {
 		var ev struct {
 			Kind  string          `json:"kind"`
-			Call  *flow.CallRef   `json:"call"`
+			Call  *host.CallRef   `json:"call"`
 			Input json.RawMessage `json:"input"`
 		}
 		if err := json.Unmarshal(raw, &ev); err != nil {
@@ -280,30 +281,30 @@ func (e *engine) readPrefix() error {
 
 // run runs the target on the case run's clock, resuming what the journal
 // already holds of it, with the engine as its resolver.
-func (e *engine) run(ctx context.Context, inputs map[string]json.RawMessage) (flow.Outcome, error) {
+func (e *engine) run(ctx context.Context, inputs map[string]json.RawMessage) (host.Outcome, error) {
 	base := e.p.Clock
 	if base == nil {
-		base = flow.SystemClock{}
+		base = host.SystemClock{}
 	}
 	e.clock = &JumpClock{Base: base}
 	prior, err := e.resume(ctx)
 	if err != nil {
-		return flow.Outcome{}, err
+		return host.Outcome{}, err
 	}
 	e.priorOutcome = prior.outcome
-	rt, err := flow.NewRuntime(flow.Config{
+	rt, err := host.NewRuntime(host.Config{
 		Registry: e.p.Registry, Log: &caseLog{Log: e.p.Log, e: e}, Models: e.p.Models,
 		Resolver: childResolver{e}, Clock: e.clock,
 	})
 	if err != nil {
-		return flow.Outcome{}, err
+		return host.Outcome{}, err
 	}
-	out, err := rt.Run(ctx, flow.RunParams{
+	out, err := rt.Run(ctx, host.RunParams{
 		RunID: e.p.RunID, Target: e.p.Target, Inputs: inputs, Resolver: e,
 		Models: e.p.Models, Model: e.model, System: e.p.System, Deps: e.p.Deps,
 	})
 	if err != nil {
-		return flow.Outcome{}, fmt.Errorf("replay: run %s: %w", e.p.RunID, err)
+		return host.Outcome{}, fmt.Errorf("replay: run %s: %w", e.p.RunID, err)
 	}
 	return out, nil
 }
@@ -313,7 +314,7 @@ func (e *engine) run(ctx context.Context, inputs map[string]json.RawMessage) (fl
 // (a run delivered again), or, for a suspended run, a case:outcome it
 // writes now, stamped by the case run's clock and appended outside the
 // engine's lock.
-func (e *engine) finish(ctx context.Context, out flow.Outcome) (Report, error) {
+func (e *engine) finish(ctx context.Context, out host.Outcome) (Report, error) {
 	e.appendMu.Lock()
 	e.stopLineContext()
 	lineErr := e.callLineErr
@@ -322,25 +323,25 @@ func (e *engine) finish(ctx context.Context, out flow.Outcome) (Report, error) {
 		return Report{}, fmt.Errorf("replay: run %s: write case:call: %w", e.p.RunID, lineErr)
 	}
 	e.mu.Lock()
-	if e.outcome == nil && e.priorOutcome != nil && out.Status != flow.StatusSuspended {
+	if e.outcome == nil && e.priorOutcome != nil && out.Status != host.StatusSuspended {
 		// The run had finished before this engine started (a run delivered
 		// again): its journaled outcome is the outcome.
 		o := *e.priorOutcome
 		e.outcome = &o
 	}
-	var write *flow.Event
+	var write *host.Event
 	if e.outcome == nil {
 		// No terminal event (suspended): write case:outcome now.
-		o := e.outcomeLocked(flow.Event{}, out)
+		o := e.outcomeLocked(host.Event{}, out)
 		o.LastSeq = max(e.lastSeq.Load(), out.LastSeq) + 1 // this case:outcome
 		e.outcome = &o
-		write = &flow.Event{Kind: runevent.CaseOutcome, At: e.clock.Now().UTC(), Extra: lineExtra(o, false)}
+		write = &host.Event{Kind: runevent.CaseOutcome, At: e.clock.Now().UTC(), Extra: lineExtra(o, false)}
 	}
 	o := *e.outcome
 	calls := e.calls
 	e.mu.Unlock()
 	if write != nil {
-		if _, err := e.p.Log.Append(ctx, e.p.RunID, flow.Batch{Target: e.p.Target, Events: []flow.Event{*write}}); err != nil {
+		if _, err := e.p.Log.Append(ctx, e.p.RunID, host.Batch{Target: e.p.Target, Events: []host.Event{*write}}); err != nil {
 			return Report{}, fmt.Errorf("replay: run %s: write case:outcome: %w", e.p.RunID, err)
 		}
 	}
@@ -351,8 +352,8 @@ func (e *engine) finish(ctx context.Context, out flow.Outcome) (Report, error) {
 	return Report{Calls: calls, Outcome: o}, nil
 }
 
-// Resolve implements flow.Resolver: prefix verification, then the ladder.
-func (e *engine) Resolve(ctx context.Context, c flow.Call) (flow.Resolution, error) {
+// Resolve implements host.Resolver: prefix verification, then the ladder.
+func (e *engine) Resolve(ctx context.Context, c host.Call) (host.Resolution, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.p.FromStart && c.Seq < len(e.prefix) {
@@ -361,8 +362,8 @@ func (e *engine) Resolve(ctx context.Context, c flow.Call) (flow.Resolution, err
 	return e.ladder(c), nil
 }
 
-func (e *engine) stop(c flow.Call, code messages.Code, format string, args ...any) flow.Resolution {
-	return flow.StopWith(&flow.StopError{Code: code, Message: fmt.Sprintf(format, args...), StopKey: c.ID()})
+func (e *engine) stop(c host.Call, code messages.Code, format string, args ...any) host.Resolution {
+	return host.StopWith(&host.StopError{Code: code, Message: fmt.Sprintf(format, args...), StopKey: c.ID()})
 }
 
 // noteSeq records that the case run's journal reached run_seq seq.
@@ -414,4 +415,4 @@ func sameJSON(a, b json.RawMessage) bool {
 // callLineTimeout bounds the append of one case:call line.
 const callLineTimeout = 10 * time.Second
 
-var _ flow.Clock = (*JumpClock)(nil)
+var _ host.Clock = (*JumpClock)(nil)

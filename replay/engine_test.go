@@ -11,6 +11,7 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/examples"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/runevent"
@@ -37,21 +38,21 @@ func newRegistry(t *testing.T) *flow.Registry {
 // record runs target live in a MemLog.
 func record(t *testing.T, target string, inputs map[string]json.RawMessage) recording {
 	t.Helper()
-	return recordRun(t, flow.RunParams{Target: target, Inputs: inputs})
+	return recordRun(t, host.RunParams{Target: target, Inputs: inputs})
 }
 
 // recordRun runs p (its RunID set to "rec") live in a MemLog.
-func recordRun(t *testing.T, p flow.RunParams) recording {
+func recordRun(t *testing.T, p host.RunParams) recording {
 	t.Helper()
 	target := p.Target
 	p.RunID = "rec"
-	log := flow.NewMemLog()
-	rt, err := flow.NewRuntime(flow.Config{Registry: newRegistry(t), Log: log})
+	log := host.NewMemLog()
+	rt, err := host.NewRuntime(host.Config{Registry: newRegistry(t), Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out, err := rt.Run(context.Background(), p)
-	if err != nil || out.Status != flow.StatusComplete {
+	if err != nil || out.Status != host.StatusComplete {
 		t.Fatalf("record %s: %+v %v", target, out, err)
 	}
 	r := recording{target: target, results: log.Results("rec")}
@@ -101,9 +102,9 @@ func (r recording) bundleAt(fork int64) *bundle.Bundle {
 	}
 }
 
-func runCase(t *testing.T, b *bundle.Bundle, opts replay.Options) (replay.Report, *flow.MemLog) {
+func runCase(t *testing.T, b *bundle.Bundle, opts replay.Options) (replay.Report, *host.MemLog) {
 	t.Helper()
-	log := flow.NewMemLog()
+	log := host.NewMemLog()
 	rep, err := replay.Run(context.Background(), replay.Params{Bundle: b, RunID: "case", Registry: newRegistry(t),
 		Log: log, FixtureHash: "h", Options: opts})
 	if err != nil {
@@ -118,7 +119,7 @@ func TestReplayOnlyPass(t *testing.T) {
 	rec := record(t, examples.Checkout, nil)
 	rep, log := runCase(t, rec.bundleAt(rec.seqAfter(t, "step:quote:0")), replay.Options{ReplayOnly: true})
 	o := rep.Outcome
-	if o.Status != flow.StatusComplete || len(*o.UnconsumedKeys) != 0 || rep.ExitStatus() != 0 {
+	if o.Status != host.StatusComplete || len(*o.UnconsumedKeys) != 0 || rep.ExitStatus() != 0 {
 		t.Fatalf("outcome %+v", o)
 	}
 	if o.PrefixCalls != 1 || o.Provenance["reused"] < 5 || o.LiveCalls != 0 || o.CodeVersion.Recorded != "examples/v0" || o.CodeVersion.Current != examples.CodeVersion {
@@ -127,7 +128,7 @@ func TestReplayOnlyPass(t *testing.T) {
 	if rep.Calls[0].Key != "reserve:0" || rep.Calls[0].Provenance != "reused" {
 		t.Fatalf("calls %+v", rep.Calls)
 	}
-	kinds := map[flow.EventKind]int{}
+	kinds := map[host.EventKind]int{}
 	for _, ev := range log.Events("case") {
 		kinds[ev.Kind]++
 	}
@@ -152,13 +153,13 @@ func TestPrefixDiverged(t *testing.T) {
 	// An input that does not touch the prefix is fine.
 	rep, _ = runCase(t, b, replay.Options{Inputs: map[string]json.RawMessage{"email": json.RawMessage(`"x@example.com"`)},
 		AllowWrite: []string{"step:child:0"}})
-	if rep.Outcome.Status != flow.StatusComplete || rep.Outcome.Provenance["changed"] != 1 || rep.Outcome.ChangedCalls[0] != "step:child:0" {
+	if rep.Outcome.Status != host.StatusComplete || rep.Outcome.Provenance["changed"] != 1 || rep.Outcome.ChangedCalls[0] != "step:child:0" {
 		t.Fatalf("outcome %+v", rep.Outcome)
 	}
 	// --from-start reruns with the change: quote changes (a read, live).
 	rep, _ = runCase(t, b, replay.Options{FromStart: true, Inputs: map[string]json.RawMessage{"qty": json.RawMessage("3")},
 		AllowWrite: []string{"step:reserve", "step:child:0", "step:format_receipt"}})
-	if rep.Outcome.Status != flow.StatusComplete || rep.Outcome.PrefixCalls != 0 || !strings.Contains(fmt.Sprint(rep.Outcome.ChangedCalls), "step:quote:0") {
+	if rep.Outcome.Status != host.StatusComplete || rep.Outcome.PrefixCalls != 0 || !strings.Contains(fmt.Sprint(rep.Outcome.ChangedCalls), "step:quote:0") {
 		t.Fatalf("from start %+v", rep.Outcome)
 	}
 }
@@ -214,7 +215,7 @@ func TestLadder(t *testing.T) {
 				}
 				return
 			}
-			if o.Status != flow.StatusComplete {
+			if o.Status != host.StatusComplete {
 				t.Fatalf("outcome %+v", o)
 			}
 			for k, v := range tc.prov {
@@ -242,7 +243,7 @@ func TestReplayOnlyInputChangedAndUnconsumed(t *testing.T) {
 	b = rec.bundleAt(rec.seqAfter(t, "step:quote:0"))
 	b.Results = append(b.Results, bundle.Result{Kind: "step", Key: "extra:0", Fingerprint: strings.Repeat("1", 64), Result: json.RawMessage("1")})
 	rep, _ = runCase(t, b, replay.Options{ReplayOnly: true})
-	if rep.Outcome.Status != flow.StatusComplete || fmt.Sprint(*rep.Outcome.UnconsumedKeys) != "[step:extra:0]" || rep.ExitStatus() != 3 {
+	if rep.Outcome.Status != host.StatusComplete || fmt.Sprint(*rep.Outcome.UnconsumedKeys) != "[step:extra:0]" || rep.ExitStatus() != 3 {
 		t.Fatalf("%+v", rep.Outcome)
 	}
 }
@@ -259,12 +260,12 @@ func TestSleepAdvancesNow(t *testing.T) {
 	b.Results = keep
 	rep, log := runCase(t, b, replay.Options{Inputs: map[string]json.RawMessage{"delay_ms": json.RawMessage("3600000")}, Values: true,
 		AllowWrite: []string{"step:child:0"}})
-	if rep.Outcome.Status != flow.StatusComplete {
+	if rep.Outcome.Status != host.StatusComplete {
 		t.Fatalf("%+v", rep.Outcome)
 	}
 	var wake, now string
 	for _, ev := range log.Events("case") {
-		if ev.Kind == runevent.CallStart && ev.Call.Kind == flow.KindSleep {
+		if ev.Kind == runevent.CallStart && ev.Call.Kind == host.KindSleep {
 			wake = ev.WakeAt.Format("2006-01-02T15:04:05")
 		}
 	}
@@ -283,7 +284,7 @@ func TestAgentCost(t *testing.T) {
 	b := rec.bundleAt(rec.seqAfter(t, "model:0"))
 	// --model makes post-fork model calls live (changed); the prefix model call still verifies.
 	rep, _ := runCase(t, b, replay.Options{Model: "local-support-1b", AllowWrite: []string{"tool:refund"}})
-	if rep.Outcome.Status != flow.StatusComplete || rep.Outcome.Provenance["changed"] == 0 {
+	if rep.Outcome.Status != host.StatusComplete || rep.Outcome.Provenance["changed"] == 0 {
 		t.Fatalf("%+v", rep.Outcome)
 	}
 	// Under a cost limit a model with no price stops.
@@ -322,7 +323,7 @@ func TestCostCeilingHolds(t *testing.T) {
 			t.Errorf("ceiling %g: spent %g", ceiling, float64(o.CostUSD))
 		}
 		switch {
-		case o.Status == flow.StatusComplete:
+		case o.Status == host.StatusComplete:
 			completed = true
 		case o.Code == "live_budget_exceeded" && strings.Contains(o.Message, "not sent"):
 			partial = partial || o.LiveCalls > 0

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/runevent"
 )
@@ -80,7 +81,7 @@ func RunCase(ctx context.Context, c Case) (Report, error) {
 	}
 	info, ok := p.Registry.Lookup(p.Target)
 	if !ok {
-		return Report{}, refused(StageTarget, messages.InvalidOverrides, fmt.Errorf("%w: %q", flow.ErrUnknownTarget, p.Target))
+		return Report{}, refused(StageTarget, messages.InvalidOverrides, fmt.Errorf("%w: %q", host.ErrUnknownTarget, p.Target))
 	}
 	if err := CheckOptions(p.Options, info, bd); err != nil {
 		return Report{}, refused(StageOptions, messages.InvalidOverrides, err)
@@ -94,7 +95,7 @@ func RunCase(ctx context.Context, c Case) (Report, error) {
 	if me := messages.AsError(err); me != nil {
 		return Report{}, refused(StageTarget, me.Code, err)
 	}
-	if errors.Is(err, flow.ErrUnknownTarget) || errors.Is(err, flow.ErrInvalidInputs) {
+	if errors.Is(err, host.ErrUnknownTarget) || errors.Is(err, host.ErrInvalidInputs) {
 		return Report{}, refused(StageTarget, messages.InvalidOverrides, err)
 	}
 	return rep, err
@@ -115,21 +116,21 @@ type Refusal struct {
 
 // Event is the refusal's case:outcome event at at: {"type":"outcome",
 // "run_id", "target", "status":"error", "code", "message"[, "fixture_hash"]}.
-func (r Refusal) Event(at time.Time) (flow.Event, error) {
+func (r Refusal) Event(at time.Time) (host.Event, error) {
 	line := struct {
 		Type        string        `json:"type"`
 		RunID       string        `json:"run_id"`
 		Target      string        `json:"target"`
-		Status      flow.Status   `json:"status"`
+		Status      host.Status   `json:"status"`
 		Code        messages.Code `json:"code"`
 		Message     string        `json:"message"`
 		FixtureHash *string       `json:"fixture_hash,omitempty"`
-	}{"outcome", r.RunID, r.Target, flow.StatusError, r.Code, r.Message, r.FixtureHash}
+	}{"outcome", r.RunID, r.Target, host.StatusError, r.Code, r.Message, r.FixtureHash}
 	extra, err := extraOf(line)
 	if err != nil {
-		return flow.Event{}, fmt.Errorf("encode case:outcome: %w", err)
+		return host.Event{}, fmt.Errorf("encode case:outcome: %w", err)
 	}
-	return flow.Event{Kind: runevent.CaseOutcome, At: at, Extra: extra}, nil
+	return host.Event{Kind: runevent.CaseOutcome, At: at, Extra: extra}, nil
 }
 
 // extraOf is v's JSON object as an event's members.

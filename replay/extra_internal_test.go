@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/runevent"
 )
 
@@ -34,7 +34,7 @@ func TestCallLineEventBytes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := flow.Event{Kind: runevent.CaseCall, At: at, Extra: lineExtra(l, true)}.AppendJSON(nil)
+		want, err := host.Event{Kind: runevent.CaseCall, At: at, Extra: lineExtra(l, true)}.AppendJSON(nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,28 +8,29 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/messages"
 )
 
 // recorded answers a call with its recorded result or error.
-func (e *engine) recorded(res bundle.Result, prov string) flow.Resolution {
+func (e *engine) recorded(res bundle.Result, prov string) host.Resolution {
 	if res.Error != nil {
 		var ce flow.CallError
 		_ = json.Unmarshal(res.Error, &ce)
-		return flow.AnswerError(&ce, prov)
+		return host.AnswerError(&ce, prov)
 	}
-	r := flow.Answer(res.Result, prov)
+	r := host.Answer(res.Result, prov)
 	r.Canonical = e.p.Canonical
 	return r
 }
 
-func waits(k flow.CallKind) bool {
-	return k == flow.KindInterrupt || k == flow.KindSignal || k == flow.KindStream
+func waits(k host.CallKind) bool {
+	return k == host.KindInterrupt || k == host.KindSignal || k == host.KindStream
 }
 
 // ladder resolves a post-fork call: reused, simulated, live or changed, or
 // a stop.
-func (e *engine) ladder(c flow.Call) flow.Resolution {
+func (e *engine) ladder(c host.Call) host.Resolution {
 	st := rung{key: keyOf(c.CallRef)}
 	// A receive of a signal that the case run sent itself, and sent in
 	// this case run, gets what was sent: the recorded answer holds the
@@ -44,22 +45,22 @@ func (e *engine) ladder(c flow.Call) flow.Resolution {
 	}
 	if e.p.ReplayOnly {
 		if c.Effect == flow.Pure && !waits(c.Kind) {
-			return flow.Resolution{Action: flow.ActLive, Provenance: prov}
+			return host.Resolution{Action: host.ActLive, Provenance: prov}
 		}
 		return e.replayOnlyStop(c, st)
 	}
 	id := c.ID()
 	if ans, ok := e.supplied(c); ok {
-		if err := flow.ValidateAnswer(c.Kind, ans); err != nil {
+		if err := host.ValidateAnswer(c.Kind, ans); err != nil {
 			return e.stop(c, messages.MissingContext, "the supplied answer for %s has the wrong shape: %v", id, err)
 		}
-		return flow.Answer(ans, ProvSimulated)
+		return host.Answer(ans, ProvSimulated)
 	}
 	if waits(c.Kind) && !st.fromRun {
 		return e.stop(c, messages.MissingContext, "%s has no recorded or supplied answer and a case run never waits (supply calls[%q])", id, id)
 	}
 	if c.Effect == flow.Pure {
-		return flow.Resolution{Action: flow.ActLive, Provenance: prov}
+		return host.Resolution{Action: host.ActLive, Provenance: prov}
 	}
 	if res, ok := e.admitLive(c); !ok {
 		return res
@@ -67,9 +68,9 @@ func (e *engine) ladder(c flow.Call) flow.Resolution {
 	e.started++
 	if st.fromRun {
 		// The case run's own inbox answers: nothing waits.
-		return flow.Answer(st.own, prov)
+		return host.Answer(st.own, prov)
 	}
-	return flow.Resolution{Action: flow.ActLive, Provenance: prov}
+	return host.Resolution{Action: host.ActLive, Provenance: prov}
 }
 
 // rung is what the ladder learned of a call on its first rung, the
@@ -95,10 +96,10 @@ type rung struct {
 // fromRecording is the ladder's first rung: the recorded answer of a call
 // whose fingerprint matches (reused), or its recorded error. Otherwise it
 // notes in st what the recording had, and ok is false.
-func (e *engine) fromRecording(c flow.Call, st *rung) (flow.Resolution, bool) {
+func (e *engine) fromRecording(c host.Call, st *rung) (host.Resolution, bool) {
 	i, ok := e.index[st.key]
 	if !ok || e.consumed[i] {
-		return flow.Resolution{}, false
+		return host.Resolution{}, false
 	}
 	st.rec = e.p.Bundle.Results[i]
 	e.consumed[i] = true
@@ -108,7 +109,7 @@ func (e *engine) fromRecording(c flow.Call, st *rung) (flow.Resolution, bool) {
 		}
 		var ce flow.CallError
 		if json.Unmarshal(st.rec.Error, &ce) == nil && ce.Type != "" && !(e.p.ReplayOnly && messages.Code(ce.Type).Known()) {
-			return flow.AnswerError(&ce, ProvReused), true
+			return host.AnswerError(&ce, ProvReused), true
 		}
 		st.badError = true
 	}
@@ -120,13 +121,13 @@ func (e *engine) fromRecording(c flow.Call, st *rung) (flow.Resolution, bool) {
 		}
 		e.pending[c.ID()] = st.inputChanged
 	}
-	return flow.Resolution{}, false
+	return host.Resolution{}, false
 }
 
 // replayOnlyStop stops a call that would leave the recording under
 // --replay-only, saying why: a recorded error that cannot be replayed, a
 // changed input, or a call the recording does not have.
-func (e *engine) replayOnlyStop(c flow.Call, st rung) flow.Resolution {
+func (e *engine) replayOnlyStop(c host.Call, st rung) host.Resolution {
 	id := c.ID()
 	d := &Divergence{Seq: c.Seq, Call: id, ActualFingerprint: c.Fingerprint}
 	switch {
@@ -157,10 +158,10 @@ func (e *engine) replayOnlyStop(c flow.Call, st rung) flow.Resolution {
 // its --allow-write token, the live budget must have room, and under
 // --max-cost-usd a model call's worst-case price is reserved against the
 // ceiling. ok is false with the stop when the call may not run.
-func (e *engine) admitLive(c flow.Call) (flow.Resolution, bool) {
+func (e *engine) admitLive(c host.Call) (host.Resolution, bool) {
 	id := c.ID()
 	if c.Effect == flow.Write && !e.allowed(c) {
-		return flow.StopWith(&flow.StopError{Code: messages.WriteNotAllowed, StopKey: id, StopToken: c.Token,
+		return host.StopWith(&host.StopError{Code: messages.WriteNotAllowed, StopKey: id, StopToken: c.Token,
 			Message: fmt.Sprintf("%s is a write; allow it with --allow-write %s", id, c.Token)}), false
 	}
 	if e.started >= e.budget {
@@ -169,16 +170,16 @@ func (e *engine) admitLive(c flow.Call) (flow.Resolution, bool) {
 	if e.p.MaxCostUSD != nil && e.unobservable != "" {
 		return e.stop(c, messages.LiveBudgetExceeded, "%s: the spend of %s is unobservable under --max-cost-usd", id, e.unobservable), false
 	}
-	if c.Kind == flow.KindModel && e.p.MaxCostUSD != nil {
+	if c.Kind == host.KindModel && e.p.MaxCostUSD != nil {
 		return e.reserveCost(c)
 	}
-	return flow.Resolution{}, true
+	return host.Resolution{}, true
 }
 
 // reserveCost reserves a live model call's worst-case price against
 // --max-cost-usd, or stops it when that price, on top of what was spent
 // and reserved, would pass the ceiling (or the model has no price).
-func (e *engine) reserveCost(c flow.Call) (flow.Resolution, bool) {
+func (e *engine) reserveCost(c host.Call) (host.Resolution, bool) {
 	id := c.ID()
 	model := modelOf(c.Input)
 	if _, ok := e.prices[model]; !ok {
@@ -198,14 +199,14 @@ func (e *engine) reserveCost(c flow.Call) (flow.Resolution, bool) {
 		e.reserved = map[string]float64{}
 	}
 	e.reserved[id] = worst
-	return flow.Resolution{}, true
+	return host.Resolution{}, true
 }
 
 // ownSignal returns the answer {"payload": …} of a signal receive when the
 // signal it reads (the n-th its run got under its name) is one the case run
 // sent itself in this case run.
-func (e *engine) ownSignal(c flow.Call) (json.RawMessage, bool) {
-	if c.Kind != flow.KindSignal || len(e.selfSent) == 0 {
+func (e *engine) ownSignal(c host.Call) (json.RawMessage, bool) {
+	if c.Kind != host.KindSignal || len(e.selfSent) == 0 {
 		return nil, false
 	}
 	n, err := strconv.Atoi(c.Key[strings.LastIndexByte(c.Key, ':')+1:])
@@ -222,8 +223,8 @@ func (e *engine) ownSignal(c flow.Call) (json.RawMessage, bool) {
 // noteSelfSignal notes a signal send that reached the case run's inbox: a
 // send to the case run that did not fail. sent says that it ran in this
 // case run.
-func (e *engine) noteSelfSignal(c flow.Call, rec bundle.Result, sent bool) {
-	if c.Kind != flow.KindStep || !strings.HasPrefix(c.Key, "sigsend:") || rec.Error != nil {
+func (e *engine) noteSelfSignal(c host.Call, rec bundle.Result, sent bool) {
+	if c.Kind != host.KindStep || !strings.HasPrefix(c.Key, "sigsend:") || rec.Error != nil {
 		return
 	}
 	var in struct {
@@ -241,11 +242,11 @@ func (e *engine) noteSelfSignal(c flow.Call, rec bundle.Result, sent bool) {
 }
 
 // allowed reports whether an --allow-write token names the write c.
-func (e *engine) allowed(c flow.Call) bool {
+func (e *engine) allowed(c host.Call) bool {
 	if c.Token != "" && e.allow[c.Token] {
 		return true
 	}
-	if c.Kind == flow.KindStep && c.Name != "" {
+	if c.Kind == host.KindStep && c.Name != "" {
 		if e.allow["step:"+c.Name] {
 			return true
 		}
@@ -258,12 +259,12 @@ func (e *engine) allowed(c flow.Call) bool {
 	return false
 }
 
-func (e *engine) supplied(c flow.Call) (json.RawMessage, bool) {
+func (e *engine) supplied(c host.Call) (json.RawMessage, bool) {
 	if a, ok := e.p.Supply.Calls[c.ID()]; ok {
 		e.useSupply("calls:" + c.ID())
 		return a, true
 	}
-	if c.Kind == flow.KindTool {
+	if c.Kind == host.KindTool {
 		if a, ok := e.p.Supply.Tools[c.Name]; ok {
 			e.useSupply("tools:" + c.Name)
 			return a, true

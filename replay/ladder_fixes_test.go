@@ -8,6 +8,7 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/examples"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/replay"
 )
 
@@ -53,12 +54,12 @@ func TestFromStartModelIsChanged(t *testing.T) {
 	}
 
 	rep, _ := runCase(t, b, replay.Options{FromStart: true, Model: "local-support-2"})
-	if rep.Outcome.Status != flow.StatusComplete {
+	if rep.Outcome.Status != host.StatusComplete {
 		t.Fatalf("outcome %+v", rep.Outcome)
 	}
 	models := 0
 	for _, c := range rep.Calls {
-		if c.Kind != string(flow.KindModel) {
+		if c.Kind != string(host.KindModel) {
 			continue
 		}
 		models++
@@ -74,11 +75,11 @@ func TestFromStartModelIsChanged(t *testing.T) {
 	// The same without --model: every model call is reused as recorded.
 	rep, _ = runCase(t, b, replay.Options{FromStart: true})
 	for _, c := range rep.Calls {
-		if c.Kind == string(flow.KindModel) && (c.Provenance != replay.ProvReused || c.Fingerprint != recorded["model:"+c.Key]) {
+		if c.Kind == string(host.KindModel) && (c.Provenance != replay.ProvReused || c.Fingerprint != recorded["model:"+c.Key]) {
 			t.Errorf("from start: %s is %s with fingerprint %s (recorded %s)", c.Key, c.Provenance, c.Fingerprint, recorded["model:"+c.Key])
 		}
 	}
-	if rep.Outcome.Status != flow.StatusComplete || rep.Outcome.LiveCalls != 0 {
+	if rep.Outcome.Status != host.StatusComplete || rep.Outcome.LiveCalls != 0 {
 		t.Fatalf("outcome %+v", rep.Outcome)
 	}
 	checkCounts(t, rep)
@@ -86,11 +87,11 @@ func TestFromStartModelIsChanged(t *testing.T) {
 	// Not from the start: the prefix model call still verifies under
 	// --model (only model and system differ), the later ones are changed.
 	rep, _ = runCase(t, b, replay.Options{Model: "local-support-2"})
-	if rep.Outcome.Status != flow.StatusComplete || rep.Outcome.PrefixCalls != 1 {
+	if rep.Outcome.Status != host.StatusComplete || rep.Outcome.PrefixCalls != 1 {
 		t.Fatalf("outcome %+v", rep.Outcome)
 	}
 	for _, c := range rep.Calls {
-		if c.Kind == string(flow.KindModel) && c.Provenance != replay.ProvChanged {
+		if c.Kind == string(host.KindModel) && c.Provenance != replay.ProvChanged {
 			t.Errorf("post-fork %s is %s under --model", c.Key, c.Provenance)
 		}
 	}
@@ -142,7 +143,7 @@ func TestSelfSignalReachesReceive(t *testing.T) {
 			opts.Values = true
 			opts.AllowWrite = []string{"step:sigsend:0"}
 			rep, log := runCase(t, b, opts)
-			if rep.Outcome.Status != flow.StatusComplete {
+			if rep.Outcome.Status != host.StatusComplete {
 				t.Fatalf("outcome %+v", rep.Outcome)
 			}
 			if s := checkoutStatus(t, rep); s != "rejected" {
@@ -167,7 +168,7 @@ func TestSelfSignalReachesReceive(t *testing.T) {
 	// the recorded run): the recorded receive is consistent and reused.
 	b := rec.bundleAt(rec.seqAfter(t, "random:0"))
 	rep, _ := runCase(t, b, replay.Options{Values: true, AllowWrite: []string{"step:child:0"}})
-	if rep.Outcome.Status != flow.StatusComplete || checkoutStatus(t, rep) != "confirmed" ||
+	if rep.Outcome.Status != host.StatusComplete || checkoutStatus(t, rep) != "confirmed" ||
 		provOf(rep, "step:sigsend:0") != replay.ProvReused || provOf(rep, "signal:approval:0") != replay.ProvReused {
 		t.Fatalf("reused send: outcome %+v calls %+v", rep.Outcome, rep.Calls)
 	}
@@ -176,7 +177,7 @@ func TestSelfSignalReachesReceive(t *testing.T) {
 	// A supplied answer still wins over the case run's own signal.
 	rep, _ = runCase(t, b, replay.Options{Values: true, Inputs: rejected, AllowWrite: []string{"step:sigsend:0", "step:child:0"},
 		Supply: replay.Supply{Calls: map[string]json.RawMessage{"signal:approval:0": json.RawMessage(`{"payload":{"decision":"approved"}}`)}}})
-	if rep.Outcome.Status != flow.StatusComplete || checkoutStatus(t, rep) != "confirmed" || provOf(rep, "signal:approval:0") != replay.ProvSimulated {
+	if rep.Outcome.Status != host.StatusComplete || checkoutStatus(t, rep) != "confirmed" || provOf(rep, "signal:approval:0") != replay.ProvSimulated {
 		t.Fatalf("supplied: outcome %+v calls %+v", rep.Outcome, rep.Calls)
 	}
 	checkCounts(t, rep)
@@ -237,11 +238,11 @@ func TestCountsOnCancelledRun(t *testing.T) {
 			ForkAfterSeq: &fork, Inputs: json.RawMessage(`{}`), Source: bundle.Source{RunID: "rec"}},
 		History: []json.RawMessage{json.RawMessage(`{"kind":"run:start","run_seq":1,"at":"2026-01-01T00:00:00.000Z","inputs":{},"code_version":"v1"}`)},
 	}
-	rep, err := replay.Run(ctx, replay.Params{Bundle: b, RunID: "case", Registry: reg, Log: flow.NewMemLog(), FixtureHash: "h"})
+	rep, err := replay.Run(ctx, replay.Params{Bundle: b, RunID: "case", Registry: reg, Log: host.NewMemLog(), FixtureHash: "h"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Outcome.Status != flow.StatusCancelled || len(rep.Calls) != 1 || rep.Calls[0].Provenance != replay.ProvLive {
+	if rep.Outcome.Status != host.StatusCancelled || len(rep.Calls) != 1 || rep.Calls[0].Provenance != replay.ProvLive {
 		t.Fatalf("outcome %+v calls %+v", rep.Outcome, rep.Calls)
 	}
 	checkCounts(t, rep)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/runevent"
 )
 
@@ -42,12 +43,12 @@ func (e *engine) runModel() string {
 		return ""
 	}
 	for _, c := range e.prefix {
-		if c.ref.Kind == flow.KindModel && c.input != nil && modelOf(c.input) != rc.Model {
+		if c.ref.Kind == host.KindModel && c.input != nil && modelOf(c.input) != rc.Model {
 			return ""
 		}
 	}
 	for _, r := range e.p.Bundle.Results {
-		if flow.CallKind(r.Kind) == flow.KindModel && len(r.Input) > 0 && modelOf(r.Input) != rc.Model {
+		if host.CallKind(r.Kind) == host.KindModel && len(r.Input) > 0 && modelOf(r.Input) != rc.Model {
 			return ""
 		}
 	}
@@ -92,7 +93,7 @@ func (e *engine) recordedSystem() (string, bool) {
 	first := -1
 	var input json.RawMessage
 	for k := range e.index {
-		if k.kind != flow.KindModel {
+		if k.kind != host.KindModel {
 			continue
 		}
 		n, err := strconv.Atoi(k.key)
@@ -110,7 +111,7 @@ func (e *engine) recordedSystem() (string, bool) {
 }
 
 // maxTokensOf is a model call's answer bound.
-func maxTokensOf(c flow.Call) int64 {
+func maxTokensOf(c host.Call) int64 {
 	if c.Model != nil && c.Model.MaxTokens > 0 {
 		return c.Model.MaxTokens
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/explain"
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/runevent"
 )
@@ -27,11 +28,11 @@ func fmtUSD(v float64) string {
 	return string(raw)
 }
 
-// Observe implements flow.Observer: it counts spend and writes the call
+// Observe implements host.Observer: it counts spend and writes the call
 // line of each new post-fork call. The line is appended outside the
 // engine's lock, in the order of the lines, stamped by the case run's
 // clock.
-func (e *engine) Observe(ctx context.Context, o flow.Observation) {
+func (e *engine) Observe(ctx context.Context, o host.Observation) {
 	e.mu.Lock()
 	line, ok := e.observeLocked(o)
 	if !ok {
@@ -48,13 +49,13 @@ func (e *engine) Observe(ctx context.Context, o flow.Observation) {
 
 // observeLocked counts a resolved call and makes its call line; false for
 // a call of the verified prefix, which gets none.
-func (e *engine) observeLocked(o flow.Observation) (CallLine, bool) {
+func (e *engine) observeLocked(o host.Observation) (CallLine, bool) {
 	c := o.Call
-	if o.Resolution.Action == flow.ActLive && c.Kind == flow.KindModel {
+	if o.Resolution.Action == host.ActLive && c.Kind == host.KindModel {
 		delete(e.reserved, c.ID())
 		e.spendLocked(c, o.Record)
 	}
-	e.noteSelfSignal(c, o.Record, o.Resolution.Action == flow.ActLive)
+	e.noteSelfSignal(c, o.Record, o.Resolution.Action == host.ActLive)
 	if !e.p.FromStart && c.Seq < len(e.prefix) {
 		return CallLine{}, false
 	}
@@ -89,12 +90,12 @@ func (e *engine) observeLocked(o flow.Observation) (CallLine, bool) {
 func (e *engine) appendLine(ctx context.Context, line CallLine) {
 	// e.event is reused (under appendMu): a Log does not keep a Batch's slice.
 	e.event[0] = callLineEvent(line, e.clock.Now().UTC())
-	if seq, err := e.p.Log.Append(e.lineContext(ctx, time.Now()), e.p.RunID, flow.Batch{Target: e.p.Target, Events: e.event[:]}); err != nil && e.callLineErr == nil {
+	if seq, err := e.p.Log.Append(e.lineContext(ctx, time.Now()), e.p.RunID, host.Batch{Target: e.p.Target, Events: e.event[:]}); err != nil && e.callLineErr == nil {
 		e.callLineErr = err
 	} else if err == nil {
 		e.noteSeq(seq)
 	}
-	e.event[0] = flow.Event{}
+	e.event[0] = host.Event{}
 }
 
 // lineContext returns the context of a case:call append made at now: ctx
@@ -125,7 +126,7 @@ type lineCtx struct {
 	deadline    time.Time
 }
 
-func (e *engine) spendLocked(c flow.Call, rec bundle.Result) {
+func (e *engine) spendLocked(c host.Call, rec bundle.Result) {
 	var resp flow.ModelResponse
 	model := modelOf(c.Input)
 	price, ok := e.prices[model]
@@ -161,17 +162,17 @@ func lineExtra(v any, call bool) map[string]json.RawMessage {
 // per call), or, for a line with values or a change (or without a provenance), every
 // field through lineExtra. Both give the same bytes for the same line
 // (TestCallLineEventBytes).
-func callLineEvent(line CallLine, at time.Time) flow.Event {
+func callLineEvent(line CallLine, at time.Time) host.Event {
 	if len(line.Result) > 0 || len(line.Error) > 0 || line.Provenance == "" || line.Change != nil {
-		return flow.Event{Kind: runevent.CaseCall, At: at, Extra: lineExtra(line, true)}
+		return host.Event{Kind: runevent.CaseCall, At: at, Extra: lineExtra(line, true)}
 	}
-	return flow.Event{Kind: runevent.CaseCall, At: at, CallSeq: int64(line.Seq), Provenance: line.Provenance,
-		Call: &flow.CallRef{Kind: flow.CallKind(line.Kind), Key: line.Key, Fingerprint: line.Fingerprint, Effect: flow.Effect(line.Effect)}}
+	return host.Event{Kind: runevent.CaseCall, At: at, CallSeq: int64(line.Seq), Provenance: line.Provenance,
+		Call: &host.CallRef{Kind: host.CallKind(line.Kind), Key: line.Key, Fingerprint: line.Fingerprint, Effect: flow.Effect(line.Effect)}}
 }
 
 // outcomeLocked builds the outcome line from the terminal event (or, for a
 // suspended run, the runtime's outcome).
-func (e *engine) outcomeLocked(term flow.Event, out flow.Outcome) Outcome {
+func (e *engine) outcomeLocked(term host.Event, out host.Outcome) Outcome {
 	o := Outcome{Type: "outcome", RunID: e.p.RunID, Target: e.p.Target, Status: out.Status,
 		Provenance: maps2(e.counts), PrefixCalls: e.prefixDone, ChangedCalls: slices.Clone(e.changed),
 		LiveCalls: e.liveCalls, CostUSD: USD(e.cost), LLMRef: e.llmRef(), CostObservable: e.unobservable == "",
@@ -179,12 +180,12 @@ func (e *engine) outcomeLocked(term flow.Event, out flow.Outcome) Outcome {
 		FixtureHash: e.p.FixtureHash, LastSeq: out.LastSeq}
 	switch term.Kind {
 	case runevent.RunComplete:
-		o.Status = flow.StatusComplete
+		o.Status = host.StatusComplete
 		if e.p.Values {
 			o.Result = term.Result
 		}
 	case runevent.RunError:
-		o.Status = flow.StatusError
+		o.Status = host.StatusError
 		o.Code, o.Message = string(term.Code), term.Message
 		o.StopKey, o.StopToken = nullable(term.StopKey), nullable(term.StopToken)
 		if term.Code == messages.ReplayDiverged {
@@ -194,7 +195,7 @@ func (e *engine) outcomeLocked(term flow.Event, out flow.Outcome) Outcome {
 			o.Divergence = e.divergence
 		}
 	case runevent.RunCancelled:
-		o.Status = flow.StatusCancelled
+		o.Status = host.StatusCancelled
 		o.Code = string(messages.Cancelled)
 	}
 	if e.p.ReplayOnly {

@@ -5,11 +5,11 @@ import (
 	"strings"
 
 	"github.com/pyrula/caseworker/explain"
-	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/messages"
 )
 
-func (e *engine) verifyPrefix(c flow.Call) flow.Resolution {
+func (e *engine) verifyPrefix(c host.Call) host.Resolution {
 	rec := e.prefix[c.Seq]
 	id := c.ID()
 	if rec.ref.ID() != id || !e.sameFingerprint(c, rec.ref.Fingerprint, rec.input, true) {
@@ -42,7 +42,7 @@ func (e *engine) verifyPrefix(c flow.Call) flow.Resolution {
 // --prompt-file a model call also matches when it differs only in model or
 // system; the ladder compares model calls exactly, so that a model call
 // whose input changed is never reused with the old model's answer.
-func (e *engine) sameFingerprint(c flow.Call, fp string, recInput json.RawMessage, prefix bool) bool {
+func (e *engine) sameFingerprint(c host.Call, fp string, recInput json.RawMessage, prefix bool) bool {
 	rules, rulesChanged := e.recordedRules(c)
 	if !rulesChanged && c.Fingerprint == fp {
 		return true
@@ -50,7 +50,7 @@ func (e *engine) sameFingerprint(c flow.Call, fp string, recInput json.RawMessag
 	if rulesChanged {
 		// The code's rules differ from the recording's: c.Fingerprint is
 		// computed under the code's, so compute the recording's.
-		if _, got, err := flow.FingerprintRules(c.Input, rules); err == nil && got == fp {
+		if _, got, err := host.FingerprintRules(c.Input, rules); err == nil && got == fp {
 			return true
 		}
 	}
@@ -59,7 +59,7 @@ func (e *engine) sameFingerprint(c flow.Call, fp string, recInput json.RawMessag
 		return false
 	}
 	changed := false
-	if c.Kind == flow.KindStep && strings.HasPrefix(c.Key, "sigsend:") {
+	if c.Kind == host.KindStep && strings.HasPrefix(c.Key, "sigsend:") {
 		var to string
 		src := e.p.Bundle.Manifest.Source.RunID
 		if json.Unmarshal(actual["run_id"], &to) == nil && src != "" &&
@@ -68,7 +68,7 @@ func (e *engine) sameFingerprint(c flow.Call, fp string, recInput json.RawMessag
 			changed = true
 		}
 	}
-	if prefix && c.Kind == flow.KindModel && (e.p.Model != "" || e.p.System != "") && recInput != nil {
+	if prefix && c.Kind == host.KindModel && (e.p.Model != "" || e.p.System != "") && recInput != nil {
 		var was map[string]json.RawMessage
 		if json.Unmarshal(recInput, &was) == nil {
 			actual["model"], actual["system"] = was["model"], was["system"]
@@ -78,7 +78,7 @@ func (e *engine) sameFingerprint(c flow.Call, fp string, recInput json.RawMessag
 	if !changed {
 		return false
 	}
-	_, got, err := flow.FingerprintRules(actual, rules)
+	_, got, err := host.FingerprintRules(actual, rules)
 	return err == nil && got == fp
 }
 
@@ -87,11 +87,11 @@ func (e *engine) sameFingerprint(c flow.Call, fp string, recInput json.RawMessag
 // (with values under --values) and, for a model call, the parts that
 // changed. recInput is the recorded input, nil when the recording keeps
 // none (prefix says where the call is, for the words of NoInput).
-func (e *engine) explainCall(c flow.Call, recordedFP string, recInput json.RawMessage, prefix bool) *Divergence {
+func (e *engine) explainCall(c host.Call, recordedFP string, recInput json.RawMessage, prefix bool) *Divergence {
 	id := c.ID()
 	d := &Divergence{Seq: c.Seq, Call: id, ActualFingerprint: e.verifiedFingerprint(c),
 		RecordedCall: id, RecordedFingerprint: recordedFP, RulesChanged: e.rulesChange(c)}
-	if c.Kind == flow.KindTool {
+	if c.Kind == host.KindTool {
 		d.Tool = c.Name
 	}
 	if recInput == nil {
@@ -108,7 +108,7 @@ func (e *engine) explainCall(c flow.Call, recordedFP string, recInput json.RawMe
 	if e.p.Values {
 		d.Diff.addValues(recInput, c.Input)
 	}
-	if c.Kind == flow.KindModel {
+	if c.Kind == host.KindModel {
 		d.Model = explain.Model(recInput, c.Input, d.Diff.Paths())
 	}
 	return d
@@ -116,7 +116,7 @@ func (e *engine) explainCall(c flow.Call, recordedFP string, recInput json.RawMe
 
 // noteDivergence makes d the run's divergence (the call that stopped it)
 // and gives it its role among the calls that changed before it.
-func (e *engine) noteDivergence(d *Divergence, c flow.Call, recInput json.RawMessage) {
+func (e *engine) noteDivergence(d *Divergence, c host.Call, recInput json.RawMessage) {
 	e.divergence = d
 	e.addChange(d, explain.Call{ID: d.Call, Input: c.Input, RecordedInput: recInput})
 }

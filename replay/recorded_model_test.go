@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/pyrula/caseworker/bundle"
-	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/examples"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/replay"
 )
 
@@ -15,7 +15,7 @@ import (
 // model, as record does.
 func recordOnModel(t *testing.T, model string) recording {
 	t.Helper()
-	return recordRun(t, flow.RunParams{Target: examples.SupportAgent, Model: model})
+	return recordRun(t, host.RunParams{Target: examples.SupportAgent, Model: model})
 }
 
 // askedFor puts first in b's history the run:submitted event of a run a
@@ -45,7 +45,7 @@ func TestRecordedModelReplays(t *testing.T) {
 	for _, opts := range []replay.Options{{ReplayOnly: true}, {ReplayOnly: true, FromStart: true}, {ReplayOnly: true, Model: other}} {
 		rep, _ := runCase(t, b, opts)
 		o := rep.Outcome
-		if o.Status != flow.StatusComplete || rep.ExitStatus() != 0 || len(o.ChangedAxes) != 0 || o.Provenance[replay.ProvReused] == 0 {
+		if o.Status != host.StatusComplete || rep.ExitStatus() != 0 || len(o.ChangedAxes) != 0 || o.Provenance[replay.ProvReused] == 0 {
 			t.Fatalf("%+v: outcome %+v (divergence %+v)", opts, o, o.Divergence)
 		}
 	}
@@ -53,7 +53,7 @@ func TestRecordedModelReplays(t *testing.T) {
 	// --model of another model is a change: the post-fork model calls run
 	// live as changed, and the axis says so.
 	rep, _ := runCase(t, b, replay.Options{Model: "local-support-3", AllowWrite: []string{"tool:refund"}})
-	if o := rep.Outcome; o.Status != flow.StatusComplete || !slices.Contains(o.ChangedAxes, replay.AxisModel) || o.Provenance[replay.ProvChanged] == 0 {
+	if o := rep.Outcome; o.Status != host.StatusComplete || !slices.Contains(o.ChangedAxes, replay.AxisModel) || o.Provenance[replay.ProvChanged] == 0 {
 		t.Fatalf("--model local-support-3: outcome %+v", o)
 	}
 
@@ -63,7 +63,7 @@ func TestRecordedModelReplays(t *testing.T) {
 	b = def.bundleAt(def.seqAfter(t, "model:0"))
 	b.Manifest.RecordedConfig = json.RawMessage(`{"model":"` + other + `"}`)
 	rep, _ = runCase(t, b, replay.Options{ReplayOnly: true})
-	if o := rep.Outcome; o.Status != flow.StatusComplete || rep.ExitStatus() != 0 {
+	if o := rep.Outcome; o.Status != host.StatusComplete || rep.ExitStatus() != 0 {
 		t.Fatalf("recorded_config.model unused by the calls: outcome %+v (divergence %+v)", o, o.Divergence)
 	}
 

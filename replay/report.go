@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/pyrula/caseworker/explain"
-	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/messages"
 )
 
@@ -119,7 +119,7 @@ type Outcome struct {
 	Type    string      `json:"type"`
 	RunID   string      `json:"run_id"`
 	Target  string      `json:"target"`
-	Status  flow.Status `json:"status"`
+	Status  host.Status `json:"status"`
 	Code    string      `json:"code,omitempty"`
 	Message string      `json:"message,omitempty"`
 	// StopKey and StopToken are set (null or a string) on a run:error.
@@ -186,9 +186,9 @@ type Report struct {
 func (r Report) ExitStatus() int {
 	o := r.Outcome
 	switch {
-	case o.Status == flow.StatusComplete && (o.UnconsumedKeys == nil || len(*o.UnconsumedKeys) == 0):
+	case o.Status == host.StatusComplete && (o.UnconsumedKeys == nil || len(*o.UnconsumedKeys) == 0):
 		return messages.ExitOK
-	case o.Status == flow.StatusError && !messages.Code(o.Code).IsRunStop() && messages.Code(o.Code).Known():
+	case o.Status == host.StatusError && !messages.Code(o.Code).IsRunStop() && messages.Code(o.Code).Known():
 		return messages.ExitRefused
 	}
 	return messages.ExitRunFailed

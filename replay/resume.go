@@ -8,6 +8,7 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/explain"
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/runevent"
 )
 
@@ -41,7 +42,7 @@ func (e *engine) resume(ctx context.Context) (resumed, error) {
 	}
 	results := make(map[callKey]bundle.Result, len(rec.Results))
 	for _, res := range rec.Results {
-		results[callKey{flow.CallKind(res.Kind), res.Key}] = res
+		results[callKey{host.CallKind(res.Kind), res.Key}] = res
 	}
 	type started struct {
 		pos   int
@@ -79,7 +80,7 @@ func (e *engine) resume(ctx context.Context) (resumed, error) {
 				continue
 			}
 			st := calls[keyOf(*ev.Call)]
-			c := flow.Call{CallRef: *ev.Call, RunID: e.p.RunID, Input: st.input, Seq: st.pos}
+			c := host.Call{CallRef: *ev.Call, RunID: e.p.RunID, Input: st.input, Seq: st.pos}
 			res := results[keyOf(*ev.Call)]
 			e.resumeCall(c, ev.Provenance, res)
 		}
@@ -87,7 +88,7 @@ func (e *engine) resume(ctx context.Context) (resumed, error) {
 	// Call lines lost in a crash between a call:done and its case:call.
 	for _, line := range e.calls[min(r.callLines, len(e.calls)):] {
 		ev := callLineEvent(line, e.clock.Now().UTC())
-		seq, err := e.p.Log.Append(ctx, e.p.RunID, flow.Batch{Target: e.p.Target, Events: []flow.Event{ev}})
+		seq, err := e.p.Log.Append(ctx, e.p.RunID, host.Batch{Target: e.p.Target, Events: []host.Event{ev}})
 		if err != nil {
 			return r, fmt.Errorf("replay: run %s: write case:call: %w", e.p.RunID, err)
 		}
@@ -99,9 +100,9 @@ func (e *engine) resume(ctx context.Context) (resumed, error) {
 
 // resumeCall accounts for one call the journal finished before the engine
 // started, as Resolve and Observe did when it was made (under e.mu).
-func (e *engine) resumeCall(c flow.Call, prov string, res bundle.Result) {
+func (e *engine) resumeCall(c host.Call, prov string, res bundle.Result) {
 	live := prov == ProvLive || prov == ProvChanged
-	if live && c.Kind == flow.KindModel {
+	if live && c.Kind == host.KindModel {
 		e.spendLocked(c, res)
 	}
 	e.noteSelfSignal(c, res, live)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/runevent"
 )
@@ -53,12 +54,12 @@ func resumable(t *testing.T, first, second int, crash func()) *flow.Registry {
 // with replay_input_changed (exit 3) instead of mixing the two versions.
 func TestResumeFindsChangedInput(t *testing.T) {
 	// Record the run live and save it after run:start (every call post-fork).
-	recLog := flow.NewMemLog()
-	rt, err := flow.NewRuntime(flow.Config{Registry: resumable(t, 1, 2, nil), Log: recLog})
+	recLog := host.NewMemLog()
+	rt, err := host.NewRuntime(host.Config{Registry: resumable(t, 1, 2, nil), Log: recLog})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := rt.Run(context.Background(), flow.RunParams{RunID: "rec", Target: "resumable"}); err != nil || out.Status != flow.StatusComplete {
+	if out, err := rt.Run(context.Background(), host.RunParams{RunID: "rec", Target: "resumable"}); err != nil || out.Status != host.StatusComplete {
 		t.Fatalf("record: %+v %v", out, err)
 	}
 	var history []json.RawMessage
@@ -77,7 +78,7 @@ func TestResumeFindsChangedInput(t *testing.T) {
 	}
 
 	// The case run crashes inside b: its context ends, no terminal event.
-	caseLog := flow.NewMemLog()
+	caseLog := host.NewMemLog()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	crashed, err := replay.Run(ctx, replay.Params{Bundle: b, RunID: "case", Registry: resumable(t, 1, 5, func() { cancel(errors.New("crash")) }),
 		Log: caseLog, FixtureHash: "h", Options: replay.Options{}})
@@ -105,13 +106,13 @@ func TestResumeFindsChangedInput(t *testing.T) {
 	}
 
 	// Resumed by the same code instead, it completes.
-	log2 := flow.NewMemLog()
+	log2 := host.NewMemLog()
 	ctx2, cancel2 := context.WithCancelCause(context.Background())
 	replay.Run(ctx2, replay.Params{Bundle: b, RunID: "case", Registry: resumable(t, 1, 5, func() { cancel2(errors.New("crash")) }),
 		Log: log2, FixtureHash: "h", Options: replay.Options{}})
 	rep, err = replay.Run(context.Background(), replay.Params{Bundle: b, RunID: "case", Registry: resumable(t, 1, 5, nil),
 		Log: log2, FixtureHash: "h", Options: replay.Options{}})
-	if err != nil || rep.Outcome.Status != flow.StatusComplete {
+	if err != nil || rep.Outcome.Status != host.StatusComplete {
 		t.Fatalf("resume with the same code: %+v %v", rep.Outcome, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 )
 
 // The options an OptionError names.
@@ -49,9 +50,9 @@ func (e *OptionError) Error() string {
 }
 
 // callKinds are the kinds a supplied calls key may have, in flow's order.
-var callKinds = []flow.CallKind{
-	flow.KindStep, flow.KindModel, flow.KindTool, flow.KindSleep, flow.KindNow,
-	flow.KindRandom, flow.KindSignal, flow.KindInterrupt, flow.KindStream,
+var callKinds = []host.CallKind{
+	host.KindStep, host.KindModel, host.KindTool, host.KindSleep, host.KindNow,
+	host.KindRandom, host.KindSignal, host.KindInterrupt, host.KindStream,
 }
 
 // The step ids of child runs, signal sends and gathers: "child:<n>",
@@ -95,7 +96,7 @@ const maxListed = 40
 // then step tokens that a bundle could make valid (step:<name>,
 // step:child:<n>, step:sigsend:<n>, step:gather:<id>) pass, and the check
 // is repeated with the bundle before the run starts.
-func CheckOptions(o Options, info flow.TargetInfo, b *bundle.Bundle) error {
+func CheckOptions(o Options, info host.TargetInfo, b *bundle.Bundle) error {
 	v := newVocab(info, b)
 	for i, tok := range o.AllowWrite {
 		if p := v.checkToken(tok); p != "" {
@@ -125,7 +126,7 @@ type vocab struct {
 	partial bool              // no bundle: what it could add is not known
 }
 
-func newVocab(info flow.TargetInfo, b *bundle.Bundle) *vocab {
+func newVocab(info host.TargetInfo, b *bundle.Bundle) *vocab {
 	v := &vocab{target: info.Name, tools: map[string]bool{}, steps: map[string]bool{},
 		counted: map[string]bool{}, toolUse: map[string]string{}, partial: b == nil}
 	for _, t := range info.Registration.Tools {
@@ -145,14 +146,14 @@ func newVocab(info flow.TargetInfo, b *bundle.Bundle) *vocab {
 		return v
 	}
 	for _, r := range b.Results {
-		switch flow.CallKind(r.Kind) {
-		case flow.KindStep:
+		switch host.CallKind(r.Kind) {
+		case host.KindStep:
 			if head, _, _ := strings.Cut(r.Key, ":"); head == idChild || head == idSigSend || head == idGather {
 				v.addStepID(r.Key)
 			} else if i := strings.LastIndexByte(r.Key, ':'); i > 0 {
 				v.steps[r.Key[:i]] = true
 			}
-		case flow.KindModel:
+		case host.KindModel:
 			var resp flow.ModelResponse
 			if json.Unmarshal(r.Result, &resp) == nil {
 				for _, use := range resp.ToolUses() {
@@ -236,30 +237,30 @@ func (v *vocab) noTool() string {
 // checkCallKey returns what is wrong with a supplied calls key, or "".
 func (v *vocab) checkCallKey(id string) string {
 	kind, key, ok := strings.Cut(id, ":")
-	if !ok || !slices.Contains(callKinds, flow.CallKind(kind)) {
+	if !ok || !slices.Contains(callKinds, host.CallKind(kind)) {
 		kinds := make([]string, len(callKinds))
 		for i, k := range callKinds {
 			kinds[i] = string(k)
 		}
 		return fmt.Sprintf("is not <kind>:<key> with a call kind (%s)", strings.Join(kinds, ", "))
 	}
-	switch flow.CallKind(kind) {
-	case flow.KindModel, flow.KindSleep, flow.KindNow, flow.KindRandom:
+	switch host.CallKind(kind) {
+	case host.KindModel, host.KindSleep, host.KindNow, host.KindRandom:
 		if !isCount(key) {
 			return fmt.Sprintf("is not %s:<n>: the key of a %s call is its number, e.g. %s:0", kind, kind, kind)
 		}
-	case flow.KindStep:
+	case host.KindStep:
 		if head, rest, _ := strings.Cut(key, ":"); head == idGather && rest != "" {
 			return ""
 		}
 		if i := strings.LastIndexByte(key, ':'); i <= 0 || strings.Contains(key[:i], ":") || !isCount(key[i+1:]) {
 			return "is not step:<name>:<n> (e.g. step:quote:0), step:child:<n>, step:sigsend:<n> or step:gather:<id>"
 		}
-	case flow.KindSignal, flow.KindInterrupt, flow.KindStream:
+	case host.KindSignal, host.KindInterrupt, host.KindStream:
 		if i := strings.LastIndexByte(key, ':'); i <= 0 || !isCount(key[i+1:]) {
 			return fmt.Sprintf("is not %s:<name>:<n>, e.g. %s:approval:0", kind, kind)
 		}
-	case flow.KindTool:
+	case host.KindTool:
 		switch {
 		case key == "":
 			return "is not tool:<tool-use id>"

@@ -9,7 +9,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/bundle/volatile"
-	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/messages"
 )
 
@@ -80,23 +80,23 @@ func checkRecordedRules(reg bundle.Registration) error {
 
 // recordedRules returns the rules the recording holds for c, compiled,
 // and whether the code's rules for c differ from them.
-func (e *engine) recordedRules(c flow.Call) (*volatile.Rules, bool) {
+func (e *engine) recordedRules(c host.Call) (*volatile.Rules, bool) {
 	if !e.hasRules {
 		return nil, false
 	}
-	rec := flow.VolatileOf(e.p.Bundle.Manifest.Registration, c)
-	cur := flow.VolatileOf(e.target.Registration, c)
+	rec := host.VolatileOf(e.p.Bundle.Manifest.Registration, c)
+	cur := host.VolatileOf(e.target.Registration, c)
 	return e.compile(rec), !rec.Equal(cur)
 }
 
 // rulesChange is the divergence's rules_changed for c: nil when the code
 // declares the rules the recording holds.
-func (e *engine) rulesChange(c flow.Call) *RulesChange {
+func (e *engine) rulesChange(c host.Call) *RulesChange {
 	if !e.hasRules {
 		return nil
 	}
-	rec := flow.VolatileOf(e.p.Bundle.Manifest.Registration, c)
-	cur := flow.VolatileOf(e.target.Registration, c)
+	rec := host.VolatileOf(e.p.Bundle.Manifest.Registration, c)
+	cur := host.VolatileOf(e.target.Registration, c)
 	if rec.Equal(cur) {
 		return nil
 	}
@@ -126,12 +126,12 @@ func (e *engine) compile(s volatile.Spec) *volatile.Rules {
 // verifiedFingerprint is the fingerprint a recorded call is compared with:
 // the call's own, or, when the code's rules for it differ from the
 // recording's, the fingerprint of its input under the recorded rules.
-func (e *engine) verifiedFingerprint(c flow.Call) string {
+func (e *engine) verifiedFingerprint(c host.Call) string {
 	rules, changed := e.recordedRules(c)
 	if !changed {
 		return c.Fingerprint
 	}
-	_, fp, err := flow.FingerprintRules(c.Input, rules)
+	_, fp, err := host.FingerprintRules(c.Input, rules)
 	if err != nil {
 		return c.Fingerprint
 	}
@@ -140,7 +140,7 @@ func (e *engine) verifiedFingerprint(c flow.Call) string {
 
 // diff is the field-level diff of c's input against the recorded one,
 // under the recorded rules.
-func (e *engine) diff(c flow.Call, recorded json.RawMessage) *InputDiff {
+func (e *engine) diff(c host.Call, recorded json.RawMessage) *InputDiff {
 	rules, _ := e.recordedRules(c)
 	return DiffInputsVolatile(recorded, c.Input, rules)
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/bundle/volatile"
-	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
 )
@@ -49,7 +49,7 @@ func TestRecordedRulesChecked(t *testing.T) {
 	b := record(t, "checkout", nil).bundleAt(0)
 	b.Manifest.Registration.Volatile = &bundle.Volatile{Steps: map[string][]string{"quote": {"a..b"}}}
 	_, err := replay.Run(context.Background(), replay.Params{Bundle: b, RunID: "case", Registry: newRegistry(t),
-		Log: flow.NewMemLog(), FixtureHash: "h"})
+		Log: host.NewMemLog(), FixtureHash: "h"})
 	if code, _ := messages.CodeOf(err); code != messages.BundleCorrupt || !strings.Contains(err.Error(), `volatile.steps["quote"]: volatile path "a..b"`) {
 		t.Fatalf("want bundle_corrupt naming the rule, got %v", err)
 	}

@@ -3,7 +3,7 @@
 // list, Kind), the time stamp of an event's at (one precision,
 // microseconds, and one spelling), and the one encoder of an event's
 // canonical JSON (Event.AppendJSON) with its exact decoding (Decode). The
-// runtime (package flow: flow.Event is Event), the journals (journal.Event
+// runtime (package flow: host.Event is Event), the journals (journal.Event
 // is Event), the capture, the replay engine, the worker and the CLI all use
 // these; see /docs/runtime.md for the events themselves.
 //

@@ -1,7 +1,7 @@
 package worker
 
 import (
-	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/messages"
 )
 
@@ -13,7 +13,7 @@ const (
 
 // runEndStatuses are the statuses a run ends with here (finished or
 // suspended), the status label values of pyrula_worker_runs_total.
-var runEndStatuses = []flow.Status{flow.StatusComplete, flow.StatusError, flow.StatusCancelled, flow.StatusSuspended}
+var runEndStatuses = []host.Status{host.StatusComplete, host.StatusError, host.StatusCancelled, host.StatusSuspended}
 
 // replyStatuses are the outcome label values of pyrula_worker_messages_total.
 var replyStatuses = []messages.ReplyStatus{messages.StatusOK, messages.StatusRefused, messages.StatusError}

@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/store/memstore"
@@ -56,7 +56,7 @@ func TestMetricsExportedAtZero(t *testing.T) {
 		}
 		want("pyrula_worker_transient_failures_total", "type", "run")
 		for _, kind := range []string{"live", "case"} {
-			for _, st := range []flow.Status{flow.StatusComplete, flow.StatusError, flow.StatusCancelled, flow.StatusSuspended} {
+			for _, st := range []host.Status{host.StatusComplete, host.StatusError, host.StatusCancelled, host.StatusSuspended} {
 				want("pyrula_worker_runs_total", "kind", kind, "status", string(st), "code", "")
 			}
 		}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/worker/internal/runexec"
@@ -36,7 +36,7 @@ func newExecutor(w *Worker) (*runexec.Executor, error) {
 			RunEnded:     w.metrics.runsInFlight.Dec,
 			Transient:    w.metrics.transient.WithLabelValues("run").Inc,
 			DeadLettered: w.metrics.deadLetters.Inc,
-			RunFinished: func(typ messages.MessageType, out flow.Outcome) {
+			RunFinished: func(typ messages.MessageType, out host.Outcome) {
 				kind := runKindLive
 				if typ == messages.RunCase {
 					kind = runKindCase

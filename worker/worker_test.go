@@ -18,6 +18,7 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/examples"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/flow/journallog"
 	"github.com/pyrula/caseworker/internal/testenv"
 	"github.com/pyrula/caseworker/internal/testwait"
@@ -168,13 +169,13 @@ func (e *env) record(target string) string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	rt, err := flow.NewRuntime(flow.Config{Registry: e.reg, Log: log})
+	rt, err := host.NewRuntime(host.Config{Registry: e.reg, Log: log})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	runID := testenv.UniqueName(e.t, "run")
-	out, err := rt.Run(context.Background(), flow.RunParams{RunID: runID, Target: target})
-	if err != nil || out.Status != flow.StatusComplete {
+	out, err := rt.Run(context.Background(), host.RunParams{RunID: runID, Target: target})
+	if err != nil || out.Status != host.StatusComplete {
 		e.t.Fatalf("run: %v %+v", err, out)
 	}
 	return runID

@@ -9,6 +9,7 @@ import (
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/examples"
 	"github.com/pyrula/caseworker/flow/flowtest"
+	"github.com/pyrula/caseworker/flow/host"
 )
 
 // Run the checkout example with no inputs against an in-memory log.
@@ -18,8 +19,8 @@ func ExampleRegister() {
 	if err != nil {
 		panic(err)
 	}
-	log := flow.NewMemLog()
-	rt, err := flow.NewRuntime(flow.Config{
+	log := host.NewMemLog()
+	rt, err := host.NewRuntime(host.Config{
 		Registry: reg,
 		Log:      log,
 		Clock:    flowtest.NewAutoClock(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)),
@@ -28,7 +29,7 @@ func ExampleRegister() {
 	if err != nil {
 		panic(err)
 	}
-	out, err := rt.Run(context.Background(), flow.RunParams{RunID: "run_1", Target: examples.Checkout})
+	out, err := rt.Run(context.Background(), host.RunParams{RunID: "run_1", Target: examples.Checkout})
 	if err != nil {
 		panic(err)
 	}

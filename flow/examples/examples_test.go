@@ -15,6 +15,7 @@ import (
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/examples"
 	"github.com/pyrula/caseworker/flow/flowtest"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/runevent"
 )
 
@@ -25,20 +26,20 @@ var t0 = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 type env struct {
 	reg   *flow.Registry
 	fx    *examples.Effects
-	log   *flow.MemLog
+	log   *host.MemLog
 	clock *flowtest.Clock
-	rt    *flow.Runtime
+	rt    *host.Runtime
 }
 
-func setup(t *testing.T, clock *flowtest.Clock, resolver flow.Resolver) *env {
+func setup(t *testing.T, clock *flowtest.Clock, resolver host.Resolver) *env {
 	t.Helper()
 	reg := flow.NewRegistry()
 	fx, err := examples.Register(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{reg: reg, fx: fx, log: flow.NewMemLog(), clock: clock}
-	e.rt, err = flow.NewRuntime(flow.Config{Registry: reg, Log: e.log, Clock: clock, Resolver: resolver,
+	e := &env{reg: reg, fx: fx, log: host.NewMemLog(), clock: clock}
+	e.rt, err = host.NewRuntime(host.Config{Registry: reg, Log: e.log, Clock: clock, Resolver: resolver,
 		Random: func() float64 { return 0.5 }})
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +47,7 @@ func setup(t *testing.T, clock *flowtest.Clock, resolver flow.Resolver) *env {
 	return e
 }
 
-func checkTrace(t *testing.T, log *flow.MemLog, runID string, want []string) {
+func checkTrace(t *testing.T, log *host.MemLog, runID string, want []string) {
 	t.Helper()
 	if got := flowtest.Trace(log.Events(runID)); !slices.Equal(got, want) {
 		t.Errorf("events of %s:\n got %q\nwant %q", runID, got, want)
@@ -75,8 +76,8 @@ var (
 func TestCheckout(t *testing.T) {
 	t.Parallel()
 	e := setup(t, flowtest.NewAutoClock(t0), nil)
-	out, err := e.rt.Run(context.Background(), flow.RunParams{RunID: "r", Target: examples.Checkout})
-	if err != nil || out.Status != flow.StatusComplete {
+	out, err := e.rt.Run(context.Background(), host.RunParams{RunID: "r", Target: examples.Checkout})
+	if err != nil || out.Status != host.StatusComplete {
 		t.Fatalf("%+v %v", out, err)
 	}
 	want := `{"confirmation":"C500000","confirmed_at":"2026-11-30T10:00:00Z","currency":"EUR","message_id":"msg_0001@example.com",` +
@@ -114,8 +115,8 @@ func TestCheckout(t *testing.T) {
 func TestSupportAgent(t *testing.T) {
 	t.Parallel()
 	e := setup(t, flowtest.NewAutoClock(t0), nil)
-	out, err := e.rt.Run(context.Background(), flow.RunParams{RunID: "s", Target: examples.SupportAgent})
-	if err != nil || out.Status != flow.StatusComplete {
+	out, err := e.rt.Run(context.Background(), host.RunParams{RunID: "s", Target: examples.SupportAgent})
+	if err != nil || out.Status != host.StatusComplete {
 		t.Fatalf("%+v %v", out, err)
 	}
 	if want := `{"reply":"I've issued a refund of EUR 39.98 (re_0001); you'll see it in 3–5 days.","turns":4}`; string(out.Result) != want {
@@ -125,7 +126,7 @@ func TestSupportAgent(t *testing.T) {
 	checkTrace(t, e.log, "s/tool:toolu_02", policyTrace)
 	tools := map[string]string{}
 	for _, ev := range e.log.Events("s") {
-		if ev.Kind == runevent.CallStart && ev.Call.Kind == flow.KindTool {
+		if ev.Kind == runevent.CallStart && ev.Call.Kind == host.KindTool {
 			tools[ev.Call.Key] = ev.Tool + " " + string(ev.Call.Effect)
 		}
 		if ev.Kind == runevent.CallStart && ev.Call.ID() == "model:0" {
@@ -176,8 +177,8 @@ func TestRegistration(t *testing.T) {
 	}
 	// Every example target runs to completion with no inputs.
 	for _, ti := range e.reg.Targets() {
-		out, err := e.rt.Run(context.Background(), flow.RunParams{RunID: "defaults-" + ti.Name, Target: ti.Name})
-		if err != nil || out.Status != flow.StatusComplete {
+		out, err := e.rt.Run(context.Background(), host.RunParams{RunID: "defaults-" + ti.Name, Target: ti.Name})
+		if err != nil || out.Status != host.StatusComplete {
 			t.Errorf("%s with no inputs: %+v %v", ti.Name, out, err)
 		}
 		if ev := e.log.Events("defaults-" + ti.Name)[0]; string(ev.Inputs) != string(ti.Inputs) || ev.CodeVersion != examples.CodeVersion {
@@ -193,7 +194,7 @@ func TestCheckoutResumeAfterCrashInSleep(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.rt.Run(ctx, flow.RunParams{RunID: "r", Target: examples.Checkout})
+		_, err := e.rt.Run(ctx, host.RunParams{RunID: "r", Target: examples.Checkout})
 		done <- err
 	}()
 	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -209,7 +210,7 @@ func TestCheckoutResumeAfterCrashInSleep(t *testing.T) {
 	checkTrace(t, e.log, "r", join([]string{"run:start"}, calls("step:quote:0", "step:reserve:0"), []string{"call:start sleep:0"}))
 
 	go func() {
-		_, err := e.rt.Run(context.Background(), flow.RunParams{RunID: "r", Target: examples.Checkout})
+		_, err := e.rt.Run(context.Background(), host.RunParams{RunID: "r", Target: examples.Checkout})
 		done <- err
 	}()
 	if !clock.WaitForSleepers(wctx, 1) {
@@ -230,18 +231,18 @@ func TestCheckoutResumeAfterCrashInSleep(t *testing.T) {
 
 // crashAt cancels the run when the run runID asks about the call id, as a
 // crash would, and runs everything else live.
-func crashAt(runID, id string, cancel context.CancelFunc) flow.Resolver {
+func crashAt(runID, id string, cancel context.CancelFunc) host.Resolver {
 	var once sync.Once
-	return flow.ResolverFunc(func(ctx context.Context, c flow.Call) (flow.Resolution, error) {
+	return host.ResolverFunc(func(ctx context.Context, c host.Call) (host.Resolution, error) {
 		crash := false
 		if c.RunID == runID && c.ID() == id {
 			once.Do(func() { crash = true })
 		}
 		if crash {
 			cancel()
-			return flow.Resolution{}, ctx.Err()
+			return host.Resolution{}, ctx.Err()
 		}
-		return flow.Live(), nil
+		return host.Live(), nil
 	})
 }
 
@@ -262,11 +263,11 @@ func TestResumeAfterCrash(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			e := setup(t, flowtest.NewAutoClock(t0), crashAt(tt.crashRun, tt.crashAt, cancel))
-			if _, err := e.rt.Run(ctx, flow.RunParams{RunID: "r", Target: tt.target}); !errors.Is(err, context.Canceled) {
+			if _, err := e.rt.Run(ctx, host.RunParams{RunID: "r", Target: tt.target}); !errors.Is(err, context.Canceled) {
 				t.Fatalf("want a crash, got %v", err)
 			}
-			out, err := e.rt.Run(context.Background(), flow.RunParams{RunID: "r", Target: tt.target})
-			if err != nil || out.Status != flow.StatusComplete {
+			out, err := e.rt.Run(context.Background(), host.RunParams{RunID: "r", Target: tt.target})
+			if err != nil || out.Status != host.StatusComplete {
 				t.Fatalf("%+v %v", out, err)
 			}
 			for runID, want := range tt.runs {

@@ -1,6 +1,6 @@
 // Package flowtest holds test helpers for code that runs flow targets: a
 // fake clock (Clock) and a compact form of a run's events (Trace). It
-// imports flow and runevent and nothing else of the project; only tests import it.
+// imports flow/host and runevent and nothing else of the project; only tests import it.
 package flowtest
 
 import (
@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 )
 
-// Clock is a fake flow.Clock. Its time moves only when told (Advance, Set),
+// Clock is a fake host.Clock. Its time moves only when told (Advance, Set),
 // or, for an auto clock, when something sleeps: SleepUntil then moves the
 // time to the wake time at once. It records every wait asked of it.
 type Clock struct {
@@ -23,7 +23,7 @@ type Clock struct {
 	asleep  int
 }
 
-var _ flow.Clock = (*Clock)(nil)
+var _ host.Clock = (*Clock)(nil)
 
 // NewClock returns a clock that reads start and waits until advanced.
 func NewClock(start time.Time) *Clock {
@@ -43,14 +43,14 @@ func (c *Clock) notifyLocked() {
 	c.changed = make(chan struct{})
 }
 
-// Now implements flow.Clock.
+// Now implements host.Clock.
 func (c *Clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
-// SleepUntil implements flow.Clock. It records t - Now as a wait.
+// SleepUntil implements host.Clock. It records t - Now as a wait.
 func (c *Clock) SleepUntil(ctx context.Context, t time.Time) error {
 	c.mu.Lock()
 	c.waits = append(c.waits, t.Sub(c.now))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/flow/journallog"
 	"github.com/pyrula/caseworker/journal/capture"
 	"github.com/pyrula/caseworker/journal/memjournal"
@@ -21,12 +22,12 @@ import (
 // raw values that are not canonical (white space, key order, 1.0, 1e3,
 // -0, escapes), invalid UTF-8 in strings, times with nanoseconds in
 // another zone, empty and null values, Extra fields of every kind.
-func pinnedEvents() []flow.Event {
+func pinnedEvents() []host.Event {
 	at := time.Date(2026, 3, 14, 10, 26, 53, 37_654_321, time.FixedZone("CET", 3600))
 	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
-	ref := &flow.CallRef{Kind: flow.KindStep, Key: "fetch<&>\u2028:0", Fingerprint: fp, Effect: flow.Read}
-	tool := &flow.CallRef{Kind: flow.KindTool, Key: "toolu_01", Fingerprint: fp, Effect: flow.Write}
-	return []flow.Event{
+	ref := &host.CallRef{Kind: host.KindStep, Key: "fetch<&>\u2028:0", Fingerprint: fp, Effect: flow.Read}
+	tool := &host.CallRef{Kind: host.KindTool, Key: "toolu_01", Fingerprint: fp, Effect: flow.Write}
+	return []host.Event{
 		{Kind: runevent.RunStart, At: at, Inputs: raw(`{ "b" : [1.0, 1e3, -0, 2.50], "a":"<&>\u2028\u00e9" }`), CodeVersion: "v<1>&\u2028"},
 		{Kind: runevent.RunStart, At: at, CodeVersion: "bad \xff\xfe utf8"},
 		{Kind: runevent.CallStart, At: at, Call: ref, Input: raw(`{"z":1,"a":"\u003c"}`)},
@@ -79,16 +80,16 @@ func TestPinnedBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := flow.NewMemLog()
+	mem := host.NewMemLog()
 	events := pinnedEvents()
 	first := events[0]
 	// The run:submitted event a journal writes, as MemLog gets it.
-	sub := flow.Event{Kind: runevent.RunSubmitted, At: first.At, Extra: map[string]json.RawMessage{"target_name": json.RawMessage(`"t\u003c&\u003e"`)}}
-	if _, err := mem.Append(ctx, "r", flow.Batch{Target: "t<&>", Events: []flow.Event{sub}}); err != nil {
+	sub := host.Event{Kind: runevent.RunSubmitted, At: first.At, Extra: map[string]json.RawMessage{"target_name": json.RawMessage(`"t\u003c&\u003e"`)}}
+	if _, err := mem.Append(ctx, "r", host.Batch{Target: "t<&>", Events: []host.Event{sub}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, ev := range events {
-		b := flow.Batch{Target: "t<&>", Events: []flow.Event{ev}}
+		b := host.Batch{Target: "t<&>", Events: []host.Event{ev}}
 		if ev.Kind == runevent.CallDone {
 			b.Results = []bundle.Result{{Kind: string(ev.Call.Kind), Key: ev.Call.Key, Fingerprint: ev.Call.Fingerprint, Result: json.RawMessage(`{"ok": true}`)}}
 		}

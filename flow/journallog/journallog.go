@@ -1,9 +1,9 @@
 // Package journallog adapts a run journal (journal.Journal: Valkey, the
-// archive, memory) to flow.Log, the persistence the runtime writes to. It
+// archive, memory) to host.Log, the persistence the runtime writes to. It
 // creates a run in the journal on the run's first append, holds the run's
 // lease while the run executes (taking it over when it resumes a run that
 // another process left), and translates the journal's errors into flow's.
-// Events need no translation: flow.Event and journal.Event are the one
+// Events need no translation: host.Event and journal.Event are the one
 // runevent.Event, so the runtime's events are given to the journal as they
 // are and the journal's are the runtime's.
 //
@@ -17,12 +17,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/runevent"
 )
 
-// Log is a flow.Log over a journal.Journal. It is safe for concurrent use
+// Log is a host.Log over a journal.Journal. It is safe for concurrent use
 // (a run's children are written concurrently with it).
 type Log struct {
 	j        journal.Journal
@@ -33,7 +33,7 @@ type Log struct {
 	leases map[string]journal.Lease
 }
 
-var _ flow.Log = (*Log)(nil)
+var _ host.Log = (*Log)(nil)
 
 // Options configure a Log.
 type Options struct {
@@ -52,24 +52,24 @@ func New(j journal.Journal, opts Options) (*Log, error) {
 	return &Log{j: j, owner: opts.Owner, leaseTTL: opts.LeaseTTL, leases: map[string]journal.Lease{}}, nil
 }
 
-// Load implements flow.Log: the run's events and results, live or archived;
+// Load implements host.Log: the run's events and results, live or archived;
 // an empty Recorded for a run the journal does not know.
-func (l *Log) Load(ctx context.Context, runID string) (flow.Recorded, error) {
+func (l *Log) Load(ctx context.Context, runID string) (host.Recorded, error) {
 	r, err := l.j.Run(ctx, runID)
 	if errors.Is(err, journal.ErrRunNotFound) {
-		return flow.Recorded{}, nil
+		return host.Recorded{}, nil
 	}
 	if err != nil {
-		return flow.Recorded{}, fmt.Errorf("journallog: load %s: %w", runID, err)
+		return host.Recorded{}, fmt.Errorf("journallog: load %s: %w", runID, err)
 	}
-	// flow.Event and journal.Event are the one runevent.Event.
-	return flow.Recorded{Events: r.Events, Results: r.Results}, nil
+	// host.Event and journal.Event are the one runevent.Event.
+	return host.Recorded{Events: r.Events, Results: r.Results}, nil
 }
 
-// Append implements flow.Log. The run's first append creates it in the
+// Append implements host.Log. The run's first append creates it in the
 // journal (its run:start gives the inputs and code version); an append to a
 // run this Log holds no lease on takes the lease over first.
-func (l *Log) Append(ctx context.Context, runID string, b flow.Batch) (int64, error) {
+func (l *Log) Append(ctx context.Context, runID string, b host.Batch) (int64, error) {
 	lease, err := l.lease(ctx, runID, b)
 	if err != nil {
 		return 0, err
@@ -81,9 +81,9 @@ func (l *Log) Append(ctx context.Context, runID string, b flow.Batch) (int64, er
 	return seq, nil
 }
 
-// Finish implements flow.Log.
-func (l *Log) Finish(ctx context.Context, runID string, terminal flow.Event) (int64, error) {
-	lease, err := l.lease(ctx, runID, flow.Batch{})
+// Finish implements host.Log.
+func (l *Log) Finish(ctx context.Context, runID string, terminal host.Event) (int64, error) {
+	lease, err := l.lease(ctx, runID, host.Batch{})
 	if err != nil {
 		return 0, err
 	}
@@ -117,7 +117,7 @@ func (l *Log) Release(ctx context.Context, runID string, status journal.Status) 
 
 // lease returns the lease this Log holds on runID, creating the run (from
 // b's run:start) or taking its lease over as needed.
-func (l *Log) lease(ctx context.Context, runID string, b flow.Batch) (journal.Lease, error) {
+func (l *Log) lease(ctx context.Context, runID string, b host.Batch) (journal.Lease, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if lease, ok := l.leases[runID]; ok {
@@ -134,7 +134,7 @@ func (l *Log) lease(ctx context.Context, runID string, b flow.Batch) (journal.Le
 	return lease, nil
 }
 
-func (l *Log) create(ctx context.Context, runID string, b flow.Batch) (journal.Lease, error) {
+func (l *Log) create(ctx context.Context, runID string, b host.Batch) (journal.Lease, error) {
 	p := journal.CreateParams{RunID: runID, TargetName: b.Target, Owner: l.owner, LeaseTTL: l.leaseTTL}
 	for _, e := range b.Events {
 		if e.Kind == runevent.RunStart {
@@ -155,13 +155,13 @@ func (l *Log) create(ctx context.Context, runID string, b flow.Batch) (journal.L
 	return l.j.Create(ctx, p)
 }
 
-// translate maps the journal's errors onto the ones flow.Log documents.
+// translate maps the journal's errors onto the ones host.Log documents.
 func translate(err error) error {
 	switch {
 	case errors.Is(err, journal.ErrRunFinished):
-		return fmt.Errorf("%w: %w", flow.ErrFinished, err)
+		return fmt.Errorf("%w: %w", host.ErrFinished, err)
 	case errors.Is(err, journal.ErrResultConflict):
-		return fmt.Errorf("%w: %w", flow.ErrResultExists, err)
+		return fmt.Errorf("%w: %w", host.ErrResultExists, err)
 	}
 	return err
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/examples"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/flow/journallog"
 	"github.com/pyrula/caseworker/internal/testenv"
 	"github.com/pyrula/caseworker/journal"
@@ -21,11 +22,11 @@ import (
 	"github.com/pyrula/caseworker/runevent"
 )
 
-func setup(t *testing.T) (*flow.Runtime, journal.Journal, *examples.Effects) {
+func setup(t *testing.T) (*host.Runtime, journal.Journal, *examples.Effects) {
 	return setupClock(t, time.Now)
 }
 
-func setupClock(t *testing.T, now func() time.Time) (*flow.Runtime, journal.Journal, *examples.Effects) {
+func setupClock(t *testing.T, now func() time.Time) (*host.Runtime, journal.Journal, *examples.Effects) {
 	t.Helper()
 	j, err := memjournal.New(memjournal.Options{Now: now})
 	if err != nil {
@@ -40,7 +41,7 @@ func setupClock(t *testing.T, now func() time.Time) (*flow.Runtime, journal.Jour
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := flow.NewRuntime(flow.Config{Registry: reg, Log: log})
+	rt, err := host.NewRuntime(host.Config{Registry: reg, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +59,8 @@ func TestRecordAndCapture(t *testing.T) {
 	}{{"checkout", bundle.KindWorkflow}, {"support_agent", bundle.KindAgent}} {
 		t.Run(tc.target, func(t *testing.T) {
 			rt, j, _ := setup(t)
-			out, err := rt.Run(ctx, flow.RunParams{RunID: "run_" + tc.target, Target: tc.target})
-			if err != nil || out.Status != flow.StatusComplete {
+			out, err := rt.Run(ctx, host.RunParams{RunID: "run_" + tc.target, Target: tc.target})
+			if err != nil || out.Status != host.StatusComplete {
 				t.Fatalf("run: %+v, %v", out, err)
 			}
 			r, err := j.Run(ctx, out.RunID)
@@ -111,8 +112,8 @@ func TestResumeFromJournal(t *testing.T) {
 			}
 		}
 	}()
-	first, err := rt.Run(cctx, flow.RunParams{RunID: "run_resume", Target: "checkout"})
-	if err == nil && first.Status == flow.StatusComplete {
+	first, err := rt.Run(cctx, host.RunParams{RunID: "run_resume", Target: "checkout"})
+	if err == nil && first.Status == host.StatusComplete {
 		t.Skip("the run finished before it could be cancelled")
 	}
 	firstReservations := fx.Reservations.Load()
@@ -123,9 +124,9 @@ func TestResumeFromJournal(t *testing.T) {
 	reg := flow.NewRegistry()
 	fx2, _ := examples.Register(reg)
 	log, _ := journallog.New(j, journallog.Options{Owner: "second"})
-	rt2, _ := flow.NewRuntime(flow.Config{Registry: reg, Log: log})
-	out, err := rt2.Run(ctx, flow.RunParams{RunID: "run_resume", Target: "checkout"})
-	if err != nil || out.Status != flow.StatusComplete {
+	rt2, _ := host.NewRuntime(host.Config{Registry: reg, Log: log})
+	out, err := rt2.Run(ctx, host.RunParams{RunID: "run_resume", Target: "checkout"})
+	if err != nil || out.Status != host.StatusComplete {
 		t.Fatalf("resume: %+v, %v", out, err)
 	}
 	r, _ := j.Run(ctx, "run_resume")
@@ -163,7 +164,7 @@ func TestResumeOnValkey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	newRuntime := func(owner string, ttl time.Duration) (*flow.Runtime, *examples.Effects) {
+	newRuntime := func(owner string, ttl time.Duration) (*host.Runtime, *examples.Effects) {
 		reg := flow.NewRegistry()
 		fx, err := examples.Register(reg)
 		if err != nil {
@@ -173,7 +174,7 @@ func TestResumeOnValkey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rt, err := flow.NewRuntime(flow.Config{Registry: reg, Log: log})
+		rt, err := host.NewRuntime(host.Config{Registry: reg, Log: log})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +192,7 @@ func TestResumeOnValkey(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}()
-	if out, err := rt1.Run(cctx, flow.RunParams{RunID: "run_valkey_resume", Target: "checkout"}); err == nil && out.Status == flow.StatusComplete {
+	if out, err := rt1.Run(cctx, host.RunParams{RunID: "run_valkey_resume", Target: "checkout"}); err == nil && out.Status == host.StatusComplete {
 		t.Skip("the run finished before it could be cancelled")
 	}
 	before, err := j.Run(ctx, "run_valkey_resume")
@@ -200,15 +201,15 @@ func TestResumeOnValkey(t *testing.T) {
 	}
 	rt2, fx2 := newRuntime("second", 0)
 	deadline := time.Now().Add(5 * time.Second)
-	var out flow.Outcome
+	var out host.Outcome
 	for {
-		out, err = rt2.Run(ctx, flow.RunParams{RunID: "run_valkey_resume", Target: "checkout"})
+		out, err = rt2.Run(ctx, host.RunParams{RunID: "run_valkey_resume", Target: "checkout"})
 		if !errors.Is(err, journal.ErrLeaseHeld) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond) // the first lease has not lapsed yet
 	}
-	if err != nil || out.Status != flow.StatusComplete {
+	if err != nil || out.Status != host.StatusComplete {
 		t.Fatalf("resume: %+v, %v", out, err)
 	}
 	after, _ := j.Run(ctx, "run_valkey_resume")
@@ -275,12 +276,12 @@ func TestAdoptAndRenew(t *testing.T) {
 	if held, err := log.Renew(ctx, "run_sub"); !held || err != nil {
 		t.Fatalf("renew: %v %v", held, err)
 	}
-	rt, err := flow.NewRuntime(flow.Config{Registry: reg, Log: log})
+	rt, err := host.NewRuntime(host.Config{Registry: reg, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := rt.Run(ctx, flow.RunParams{RunID: "run_sub", Target: "checkout"})
-	if err != nil || out.Status != flow.StatusComplete {
+	out, err := rt.Run(ctx, host.RunParams{RunID: "run_sub", Target: "checkout"})
+	if err != nil || out.Status != host.StatusComplete {
 		t.Fatalf("run: %v %+v", err, out)
 	}
 	m, err := j.Meta(ctx, "run_sub")

@@ -6,7 +6,7 @@
 // The SDK's own retries are turned off: every request is sent through
 // llm.Do, so the shared llm.Policy is the one retry loop (attempts,
 // per-attempt timeout, backoff, retry-after). Failures are returned as
-// *flow.ModelError with Client "anthropic", and their messages never hold
+// *host.ModelError with Client "anthropic", and their messages never hold
 // the API key or the request's headers.
 //
 // Besides the SDK and the standard library, the package imports only flow
@@ -33,10 +33,11 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/llm"
 )
 
-// ClientName is the Client of the *flow.ModelError values this package
+// ClientName is the Client of the *host.ModelError values this package
 // returns.
 const ClientName = "anthropic"
 
@@ -124,7 +125,7 @@ func FromEnv(getenv func(string) string, p llm.Policy) (*Client, error) {
 func (c *Client) Call(ctx context.Context, req flow.ModelRequest) (flow.ModelResponse, error) {
 	params, err := newParams(req)
 	if err != nil {
-		return flow.ModelResponse{}, &flow.ModelError{Kind: flow.ModelInvalidRequest, Client: ClientName, Message: err.Error()}
+		return flow.ModelResponse{}, &host.ModelError{Kind: host.ModelInvalidRequest, Client: ClientName, Message: err.Error()}
 	}
 	return llm.Do(ctx, c.policy, func(ctx context.Context) (flow.ModelResponse, *llm.Attempt) {
 		var (
@@ -146,8 +147,8 @@ func (c *Client) Call(ctx context.Context, req flow.ModelRequest) (flow.ModelRes
 			if resp != nil {
 				status = resp.StatusCode
 			}
-			return flow.ModelResponse{}, &llm.Attempt{Err: &flow.ModelError{
-				Kind: flow.ModelBadResponse, Client: ClientName, Status: status, Message: err.Error()}}
+			return flow.ModelResponse{}, &llm.Attempt{Err: &host.ModelError{
+				Kind: host.ModelBadResponse, Client: ClientName, Status: status, Message: err.Error()}}
 		}
 		return out, nil
 	})
@@ -331,7 +332,7 @@ func decodeResponse(raw []byte) (flow.ModelResponse, error) {
 func (c *Client) failed(err error) *llm.Attempt {
 	var apiErr *anthropic.Error
 	if errors.As(err, &apiErr) {
-		a := &llm.Attempt{Err: &flow.ModelError{
+		a := &llm.Attempt{Err: &host.ModelError{
 			Kind:    kindOf(apiErr.StatusCode),
 			Client:  ClientName,
 			Status:  apiErr.StatusCode,
@@ -343,33 +344,33 @@ func (c *Client) failed(err error) *llm.Attempt {
 		}
 		return a
 	}
-	e := &flow.ModelError{Kind: flow.ModelConnection, Client: ClientName, Message: err.Error()}
+	e := &host.ModelError{Kind: host.ModelConnection, Client: ClientName, Message: err.Error()}
 	var netErr net.Error
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		e.Kind, e.Message = flow.ModelTimeout, "no answer within "+c.timeout.String()
+		e.Kind, e.Message = host.ModelTimeout, "no answer within "+c.timeout.String()
 	case errors.As(err, &netErr) && netErr.Timeout():
-		e.Kind = flow.ModelTimeout
+		e.Kind = host.ModelTimeout
 	}
 	return &llm.Attempt{Err: e}
 }
 
 // kindOf classifies an HTTP error status.
-func kindOf(status int) flow.ModelErrorKind {
+func kindOf(status int) host.ModelErrorKind {
 	switch {
 	case status == http.StatusTooManyRequests:
-		return flow.ModelRateLimited
+		return host.ModelRateLimited
 	case status == 529 || status == http.StatusServiceUnavailable:
-		return flow.ModelOverloaded
+		return host.ModelOverloaded
 	case status >= 500:
-		return flow.ModelServerError
+		return host.ModelServerError
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return flow.ModelAuthentication
+		return host.ModelAuthentication
 	case status == http.StatusRequestTimeout:
-		return flow.ModelTimeout
+		return host.ModelTimeout
 	}
 	// 400, 404, 413, 422 and every other client error.
-	return flow.ModelInvalidRequest
+	return host.ModelInvalidRequest
 }
 
 // apiMessage is the provider's error message: error.message of the body,

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/llm"
 	"github.com/pyrula/caseworker/llm/anthropicllm"
 )
@@ -127,11 +128,11 @@ func jsonEqual(t *testing.T, what string, got []byte, want string) {
 	}
 }
 
-func modelError(t *testing.T, err error) *flow.ModelError {
+func modelError(t *testing.T, err error) *host.ModelError {
 	t.Helper()
-	var me *flow.ModelError
+	var me *host.ModelError
 	if !errors.As(err, &me) {
-		t.Fatalf("err = %v (%T), want a *flow.ModelError", err, err)
+		t.Fatalf("err = %v (%T), want a *host.ModelError", err, err)
 	}
 	if strings.Contains(err.Error(), testKey) {
 		t.Errorf("the error holds the API key: %v", err)
@@ -139,7 +140,7 @@ func modelError(t *testing.T, err error) *flow.ModelError {
 	return me
 }
 
-func wantModelError(t *testing.T, err error, want flow.ModelError) {
+func wantModelError(t *testing.T, err error, want host.ModelError) {
 	t.Helper()
 	me := modelError(t, err)
 	if *me != want {
@@ -384,19 +385,19 @@ func TestServerErrorThenSuccess(t *testing.T) {
 func TestStatusKinds(t *testing.T) {
 	tests := []struct {
 		status int
-		kind   flow.ModelErrorKind
+		kind   host.ModelErrorKind
 	}{
-		{400, flow.ModelInvalidRequest},
-		{401, flow.ModelAuthentication},
-		{403, flow.ModelAuthentication},
-		{404, flow.ModelInvalidRequest},
-		{413, flow.ModelInvalidRequest},
-		{422, flow.ModelInvalidRequest},
-		{429, flow.ModelRateLimited},
-		{500, flow.ModelServerError},
-		{502, flow.ModelServerError},
-		{503, flow.ModelOverloaded},
-		{529, flow.ModelOverloaded},
+		{400, host.ModelInvalidRequest},
+		{401, host.ModelAuthentication},
+		{403, host.ModelAuthentication},
+		{404, host.ModelInvalidRequest},
+		{413, host.ModelInvalidRequest},
+		{422, host.ModelInvalidRequest},
+		{429, host.ModelRateLimited},
+		{500, host.ModelServerError},
+		{502, host.ModelServerError},
+		{503, host.ModelOverloaded},
+		{529, host.ModelOverloaded},
 	}
 	for _, tt := range tests {
 		t.Run(http.StatusText(tt.status), func(t *testing.T) {
@@ -407,7 +408,7 @@ func TestStatusKinds(t *testing.T) {
 			if tt.kind.Transient() {
 				attempts = fast.Attempts
 			}
-			wantModelError(t, err, flow.ModelError{Kind: tt.kind, Client: "anthropic", Status: tt.status, Attempts: attempts, Message: msg})
+			wantModelError(t, err, host.ModelError{Kind: tt.kind, Client: "anthropic", Status: tt.status, Attempts: attempts, Message: msg})
 			if n := len(f.requests()); n != attempts {
 				t.Errorf("%d requests, want %d", n, attempts)
 			}
@@ -419,11 +420,11 @@ func TestOverloadedEveryTime(t *testing.T) {
 	f := newFakeAPI(t, reply{status: 529, body: errorJSON("overloaded_error", "Overloaded")})
 	p := llm.Policy{Attempts: 4, Timeout: 2 * time.Second, Backoff: time.Millisecond, MaxWait: 20 * time.Millisecond}
 	_, err := f.client(t, p).Call(context.Background(), flow.ModelRequest{Model: "m", Messages: []flow.Message{flow.UserText("q")}})
-	wantModelError(t, err, flow.ModelError{Kind: flow.ModelOverloaded, Client: "anthropic", Status: 529, Attempts: 4, Message: "Overloaded"})
+	wantModelError(t, err, host.ModelError{Kind: host.ModelOverloaded, Client: "anthropic", Status: 529, Attempts: 4, Message: "Overloaded"})
 	if n := len(f.requests()); n != 4 {
 		t.Errorf("%d requests, want 4", n)
 	}
-	var me *flow.ModelError
+	var me *host.ModelError
 	if errors.As(err, &me); me.ErrorType() != "model_overloaded" {
 		t.Errorf("ErrorType = %q", me.ErrorType())
 	}
@@ -432,7 +433,7 @@ func TestOverloadedEveryTime(t *testing.T) {
 func TestAuthentication(t *testing.T) {
 	f := newFakeAPI(t, reply{status: 401, body: errorJSON("authentication_error", "invalid x-api-key")})
 	_, err := f.client(t, fast).Call(context.Background(), flow.ModelRequest{Model: "m", Messages: []flow.Message{flow.UserText("q")}})
-	wantModelError(t, err, flow.ModelError{Kind: flow.ModelAuthentication, Client: "anthropic", Status: 401, Attempts: 1, Message: "invalid x-api-key"})
+	wantModelError(t, err, host.ModelError{Kind: host.ModelAuthentication, Client: "anthropic", Status: 401, Attempts: 1, Message: "invalid x-api-key"})
 	if n := len(f.requests()); n != 1 {
 		t.Errorf("%d requests, want 1", n)
 	}
@@ -445,7 +446,7 @@ func TestErrorBodyNotJSON(t *testing.T) {
 	f := newFakeAPI(t, reply{status: 502, body: "<html>bad gateway</html>"})
 	p := llm.Policy{Attempts: 1}
 	_, err := f.client(t, p).Call(context.Background(), flow.ModelRequest{Model: "m", Messages: []flow.Message{flow.UserText("q")}})
-	wantModelError(t, err, flow.ModelError{Kind: flow.ModelServerError, Client: "anthropic", Status: 502, Attempts: 1, Message: "Bad Gateway: <html>bad gateway</html>"})
+	wantModelError(t, err, host.ModelError{Kind: host.ModelServerError, Client: "anthropic", Status: 502, Attempts: 1, Message: "Bad Gateway: <html>bad gateway</html>"})
 }
 
 func TestBadResponse(t *testing.T) {
@@ -460,7 +461,7 @@ func TestBadResponse(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeAPI(t, ok(tt.body))
 			_, err := f.client(t, fast).Call(context.Background(), flow.ModelRequest{Model: "m", Messages: []flow.Message{flow.UserText("q")}})
-			wantModelError(t, err, flow.ModelError{Kind: flow.ModelBadResponse, Client: "anthropic", Status: 200, Attempts: 1, Message: tt.msg})
+			wantModelError(t, err, host.ModelError{Kind: host.ModelBadResponse, Client: "anthropic", Status: 200, Attempts: 1, Message: tt.msg})
 			if n := len(f.requests()); n != 1 {
 				t.Errorf("%d requests, want 1", n)
 			}
@@ -473,7 +474,7 @@ func TestTimeout(t *testing.T) {
 	p := llm.Policy{Attempts: 2, Timeout: 100 * time.Millisecond, Backoff: time.Millisecond, MaxWait: 10 * time.Millisecond}
 	start := time.Now()
 	_, err := f.client(t, p).Call(context.Background(), flow.ModelRequest{Model: "m", Messages: []flow.Message{flow.UserText("q")}})
-	wantModelError(t, err, flow.ModelError{Kind: flow.ModelTimeout, Client: "anthropic", Attempts: 2, Message: "no answer within 100ms"})
+	wantModelError(t, err, host.ModelError{Kind: host.ModelTimeout, Client: "anthropic", Attempts: 2, Message: "no answer within 100ms"})
 	if d := time.Since(start); d < 200*time.Millisecond || d > 2*time.Second {
 		t.Errorf("took %v, want about 200ms", d)
 	}
@@ -494,7 +495,7 @@ func TestCancelled(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
-	var me *flow.ModelError
+	var me *host.ModelError
 	if errors.As(err, &me) {
 		t.Errorf("err = %v is a ModelError", err)
 	}
@@ -516,7 +517,7 @@ func TestConnectionError(t *testing.T) {
 	}
 	_, err = c.Call(context.Background(), flow.ModelRequest{Model: "m", Messages: []flow.Message{flow.UserText("q")}})
 	me := modelError(t, err)
-	if me.Kind != flow.ModelConnection || me.Attempts != 2 || me.Status != 0 || me.Client != "anthropic" || me.Message == "" {
+	if me.Kind != host.ModelConnection || me.Attempts != 2 || me.Status != 0 || me.Client != "anthropic" || me.Message == "" {
 		t.Errorf("error = %+v", *me)
 	}
 }
@@ -543,7 +544,7 @@ func TestInvalidRequestIsNotSent(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeAPI(t, ok("{}"))
 			_, err := f.client(t, fast).Call(context.Background(), tt.req)
-			wantModelError(t, err, flow.ModelError{Kind: flow.ModelInvalidRequest, Client: "anthropic", Message: tt.msg})
+			wantModelError(t, err, host.ModelError{Kind: host.ModelInvalidRequest, Client: "anthropic", Message: tt.msg})
 			if n := len(f.requests()); n != 0 {
 				t.Errorf("%d requests, want 0", n)
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 )
 
 type orderQuery struct {
@@ -75,17 +76,17 @@ func TestAgentLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := flow.NewMemLog()
-	rt, err := flow.NewRuntime(flow.Config{Registry: reg, Log: log})
+	log := host.NewMemLog()
+	rt, err := host.NewRuntime(host.Config{Registry: reg, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	out, err := rt.Run(ctx, flow.RunParams{RunID: "run-1", Target: "support"})
+	out, err := rt.Run(ctx, host.RunParams{RunID: "run-1", Target: "support"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Status != flow.StatusComplete {
+	if out.Status != host.StatusComplete {
 		t.Fatalf("outcome = %+v", out)
 	}
 	jsonEqual(t, "result", out.Result, `{"reply":"Order ord_7Q2K was delivered.","turns":2}`)

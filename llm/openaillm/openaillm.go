@@ -2,14 +2,14 @@
 // Completions API: a flow.ModelClient that maps flow's model requests
 // (Anthropic-like messages of text, tool_use and tool_result blocks) to
 // Chat Completions and its answers back, and classifies failures as
-// *flow.ModelError under the retry policy every provider client shares
+// *host.ModelError under the retry policy every provider client shares
 // (llm.Policy, llm.Do).
 //
 // With a base URL (Options.BaseURL, OPENAI_BASE_URL) it serves any server
 // compatible with Chat Completions — vLLM, Ollama, LiteLLM and the like —
 // and then needs no API key.
 //
-// It imports flow and llm only, besides the official SDK
+// It imports flow, flow/host and llm only, besides the official SDK
 // (github.com/openai/openai-go/v3), whose own retries it turns off so that
 // llm.Do is the one retry loop.
 package openaillm
@@ -31,10 +31,11 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/llm"
 )
 
-// ClientName is the client's name in the *flow.ModelError values it returns.
+// ClientName is the client's name in the *host.ModelError values it returns.
 const ClientName = "openai"
 
 // Environment variables FromEnv reads.
@@ -123,7 +124,7 @@ func FromEnv(getenv func(string) string, p llm.Policy) (*Client, error) {
 // Call implements flow.ModelClient: it sends req as one Chat Completions
 // request under the client's Policy and returns the first choice's answer.
 //
-// Failures are *flow.ModelError with Client "openai": HTTP 429 is
+// Failures are *host.ModelError with Client "openai": HTTP 429 is
 // rate_limited, 503 overloaded, other 5xx server_error, 408 timeout, 401
 // and 403 authentication, other 4xx invalid_request; a success whose body
 // is not the wire format (or whose tool-call arguments are not a JSON
@@ -134,7 +135,7 @@ func FromEnv(getenv func(string) string, p llm.Policy) (*Client, error) {
 func (c *Client) Call(ctx context.Context, req flow.ModelRequest) (flow.ModelResponse, error) {
 	params, err := buildParams(req)
 	if err != nil {
-		return flow.ModelResponse{}, &flow.ModelError{Kind: flow.ModelInvalidRequest, Client: ClientName, Message: err.Error()}
+		return flow.ModelResponse{}, &host.ModelError{Kind: host.ModelInvalidRequest, Client: ClientName, Message: err.Error()}
 	}
 	return llm.Do(ctx, c.policy, func(actx context.Context) (flow.ModelResponse, *llm.Attempt) {
 		var httpResp *http.Response
@@ -144,8 +145,8 @@ func (c *Client) Call(ctx context.Context, req flow.ModelRequest) (flow.ModelRes
 		}
 		resp, err := convertResponse(out)
 		if err != nil {
-			return flow.ModelResponse{}, &llm.Attempt{Err: &flow.ModelError{
-				Kind: flow.ModelBadResponse, Client: ClientName, Status: statusOf(httpResp), Message: err.Error()}}
+			return flow.ModelResponse{}, &llm.Attempt{Err: &host.ModelError{
+				Kind: host.ModelBadResponse, Client: ClientName, Status: statusOf(httpResp), Message: err.Error()}}
 		}
 		return resp, nil
 	})
@@ -154,7 +155,7 @@ func (c *Client) Call(ctx context.Context, req flow.ModelRequest) (flow.ModelRes
 // classify turns a failed send into an attempt's outcome. httpResp is the
 // last response, nil when none came.
 func (c *Client) classify(err error, httpResp *http.Response) *llm.Attempt {
-	me := &flow.ModelError{Client: ClientName}
+	me := &host.ModelError{Client: ClientName}
 	var header http.Header
 	var apiErr *openai.Error
 	switch {
@@ -182,9 +183,9 @@ func (c *Client) classify(err error, httpResp *http.Response) *llm.Attempt {
 			// No answer, or the connection broke while reading it. (An
 			// attempt that ran out of its timeout becomes timeout in
 			// llm.Do.)
-			me.Kind = flow.ModelConnection
+			me.Kind = host.ModelConnection
 		default:
-			me.Kind = flow.ModelBadResponse
+			me.Kind = host.ModelBadResponse
 		}
 		me.Status = statusOf(httpResp)
 		me.Message = err.Error()
@@ -213,20 +214,20 @@ func statusOf(r *http.Response) int {
 }
 
 // kindOfStatus classifies an HTTP error status.
-func kindOfStatus(status int) flow.ModelErrorKind {
+func kindOfStatus(status int) host.ModelErrorKind {
 	switch {
 	case status == http.StatusTooManyRequests:
-		return flow.ModelRateLimited
+		return host.ModelRateLimited
 	case status == http.StatusServiceUnavailable || status == 529:
-		return flow.ModelOverloaded
+		return host.ModelOverloaded
 	case status >= 500:
-		return flow.ModelServerError
+		return host.ModelServerError
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return flow.ModelAuthentication
+		return host.ModelAuthentication
 	case status == http.StatusRequestTimeout:
-		return flow.ModelTimeout
+		return host.ModelTimeout
 	}
-	return flow.ModelInvalidRequest
+	return host.ModelInvalidRequest
 }
 
 // ErrorPrefix starts the content of a tool message that answers a failed

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/llm"
 	"github.com/pyrula/caseworker/llm/openaillm"
 )
@@ -115,16 +116,16 @@ func assertJSON(t *testing.T, what string, got []byte, want string) {
 	}
 }
 
-func modelError(t *testing.T, err error) *flow.ModelError {
+func modelError(t *testing.T, err error) *host.ModelError {
 	t.Helper()
-	var me *flow.ModelError
+	var me *host.ModelError
 	if !errors.As(err, &me) {
-		t.Fatalf("err = %v (%T), want a *flow.ModelError", err, err)
+		t.Fatalf("err = %v (%T), want a *host.ModelError", err, err)
 	}
 	return me
 }
 
-func assertModelError(t *testing.T, err error, want flow.ModelError) {
+func assertModelError(t *testing.T, err error, want host.ModelError) {
 	t.Helper()
 	if got := modelError(t, err); *got != want {
 		t.Fatalf("err = %#v\nwant %#v", *got, want)
@@ -287,7 +288,7 @@ func TestUnmappableRequest(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			_, err := c.Call(context.Background(), req)
 			me := modelError(t, err)
-			if me.Kind != flow.ModelInvalidRequest || me.Attempts != 0 || me.Status != 0 || me.Client != "openai" {
+			if me.Kind != host.ModelInvalidRequest || me.Attempts != 0 || me.Status != 0 || me.Client != "openai" {
 				t.Fatalf("err = %#v", *me)
 			}
 		})
@@ -396,7 +397,7 @@ func TestOverloadedEveryTime(t *testing.T) {
 		writeJSON(w, 503, apiError("The engine is currently overloaded, please try again later.", "server_error"))
 	})
 	_, err := f.client(t, fast).Call(context.Background(), flow.ModelRequest{Model: "m", Messages: []flow.Message{flow.UserText("x")}})
-	assertModelError(t, err, flow.ModelError{Kind: flow.ModelOverloaded, Client: "openai", Status: 503, Attempts: 3,
+	assertModelError(t, err, host.ModelError{Kind: host.ModelOverloaded, Client: "openai", Status: 503, Attempts: 3,
 		Message: "The engine is currently overloaded, please try again later."})
 	assertRequests(t, f, 3)
 }
@@ -407,7 +408,7 @@ func TestAuthenticationNotRetriedAndRedacted(t *testing.T) {
 		writeJSON(w, 401, apiError("Incorrect API key provided: "+testKey+".", "invalid_request_error"))
 	})
 	_, err := f.client(t, fast).Call(context.Background(), flow.ModelRequest{Model: "m", Messages: []flow.Message{flow.UserText("x")}})
-	assertModelError(t, err, flow.ModelError{Kind: flow.ModelAuthentication, Client: "openai", Status: 401, Attempts: 1,
+	assertModelError(t, err, host.ModelError{Kind: host.ModelAuthentication, Client: "openai", Status: 401, Attempts: 1,
 		Message: "Incorrect API key provided: [redacted]."})
 	if strings.Contains(err.Error(), testKey) || strings.Contains(err.Error(), "Bearer") {
 		t.Fatalf("err.Error() = %q holds the key", err.Error())
@@ -422,16 +423,16 @@ func TestStatusKinds(t *testing.T) {
 	for _, tc := range []struct {
 		status   int
 		body     string
-		kind     flow.ModelErrorKind
+		kind     host.ModelErrorKind
 		attempts int
 		message  string
 	}{
-		{400, apiError("Invalid value for 'model'.", "invalid_request_error"), flow.ModelInvalidRequest, 1, "Invalid value for 'model'."},
-		{403, apiError("Forbidden.", "invalid_request_error"), flow.ModelAuthentication, 1, "Forbidden."},
-		{404, apiError("The model 'nope' does not exist.", "invalid_request_error"), flow.ModelInvalidRequest, 1, "The model 'nope' does not exist."},
-		{413, apiError("Too large.", "invalid_request_error"), flow.ModelInvalidRequest, 1, "Too large."},
-		{422, apiError("Unprocessable.", "invalid_request_error"), flow.ModelInvalidRequest, 1, "Unprocessable."},
-		{502, `<html>bad gateway</html>`, flow.ModelServerError, 2, "Bad Gateway"},
+		{400, apiError("Invalid value for 'model'.", "invalid_request_error"), host.ModelInvalidRequest, 1, "Invalid value for 'model'."},
+		{403, apiError("Forbidden.", "invalid_request_error"), host.ModelAuthentication, 1, "Forbidden."},
+		{404, apiError("The model 'nope' does not exist.", "invalid_request_error"), host.ModelInvalidRequest, 1, "The model 'nope' does not exist."},
+		{413, apiError("Too large.", "invalid_request_error"), host.ModelInvalidRequest, 1, "Too large."},
+		{422, apiError("Unprocessable.", "invalid_request_error"), host.ModelInvalidRequest, 1, "Unprocessable."},
+		{502, `<html>bad gateway</html>`, host.ModelServerError, 2, "Bad Gateway"},
 	} {
 		t.Run(http.StatusText(tc.status), func(t *testing.T) {
 			f := newServer(t, func(n int, w http.ResponseWriter, r *http.Request, body []byte) {
@@ -446,7 +447,7 @@ func TestStatusKinds(t *testing.T) {
 			p := fast
 			p.Attempts = 2
 			_, err := f.client(t, p).Call(context.Background(), flow.ModelRequest{Model: "m", Messages: []flow.Message{flow.UserText("x")}})
-			assertModelError(t, err, flow.ModelError{Kind: tc.kind, Client: "openai", Status: tc.status, Attempts: tc.attempts, Message: tc.message})
+			assertModelError(t, err, host.ModelError{Kind: tc.kind, Client: "openai", Status: tc.status, Attempts: tc.attempts, Message: tc.message})
 			assertRequests(t, f, tc.attempts)
 		})
 	}
@@ -469,7 +470,7 @@ func TestBadResponse(t *testing.T) {
 			})
 			_, err := f.client(t, fast).Call(context.Background(), flow.ModelRequest{Model: "m", Messages: []flow.Message{flow.UserText("x")}})
 			me := modelError(t, err)
-			if me.Kind != flow.ModelBadResponse || me.Status != 200 || me.Attempts != 1 || me.Client != "openai" || me.Message == "" {
+			if me.Kind != host.ModelBadResponse || me.Status != 200 || me.Attempts != 1 || me.Client != "openai" || me.Message == "" {
 				t.Fatalf("err = %#v", *me)
 			}
 			assertRequests(t, f, 1)
@@ -487,7 +488,7 @@ func TestTimeout(t *testing.T) {
 	p := llm.Policy{Attempts: 2, Timeout: 100 * time.Millisecond, Backoff: time.Millisecond, MaxWait: time.Second}
 	start := time.Now()
 	_, err := f.client(t, p).Call(context.Background(), flow.ModelRequest{Model: "m", Messages: []flow.Message{flow.UserText("x")}})
-	assertModelError(t, err, flow.ModelError{Kind: flow.ModelTimeout, Client: "openai", Attempts: 2, Message: "no answer within 100ms"})
+	assertModelError(t, err, host.ModelError{Kind: host.ModelTimeout, Client: "openai", Attempts: 2, Message: "no answer within 100ms"})
 	if elapsed := time.Since(start); elapsed > 2*time.Second {
 		t.Fatalf("took %v", elapsed)
 	}
@@ -513,7 +514,7 @@ func TestCancelled(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
-	var me *flow.ModelError
+	var me *host.ModelError
 	if errors.As(err, &me) {
 		t.Fatalf("err = %v is a ModelError", err)
 	}
@@ -533,7 +534,7 @@ func TestConnectionError(t *testing.T) {
 	}
 	_, err = c.Call(context.Background(), flow.ModelRequest{Model: "m", Messages: []flow.Message{flow.UserText("x")}})
 	me := modelError(t, err)
-	if me.Kind != flow.ModelConnection || me.Status != 0 || me.Attempts != 2 || strings.Contains(me.Error(), testKey) {
+	if me.Kind != host.ModelConnection || me.Status != 0 || me.Attempts != 2 || strings.Contains(me.Error(), testKey) {
 		t.Fatalf("err = %#v", *me)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/llm/openaillm"
 )
 
@@ -87,11 +88,11 @@ func TestAgentLoopThroughRuntime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := flow.NewRuntime(flow.Config{Registry: reg, Log: flow.NewMemLog()})
+	rt, err := host.NewRuntime(host.Config{Registry: reg, Log: host.NewMemLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := rt.Run(context.Background(), flow.RunParams{RunID: "run_1", Target: "support"})
+	out, err := rt.Run(context.Background(), host.RunParams{RunID: "run_1", Target: "support"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/runevent"
 )
@@ -78,17 +79,17 @@ func Registry() (*flow.Registry, error) {
 // is after the fork, its result keeping its input), and writes the bundle's zstd blob to a file in dir,
 // whose path it returns.
 func WriteBundle(ctx context.Context, reg *flow.Registry, dir string, n int) (string, error) {
-	log := flow.NewMemLog()
-	rt, err := flow.NewRuntime(flow.Config{Registry: reg, Log: log})
+	log := host.NewMemLog()
+	rt, err := host.NewRuntime(host.Config{Registry: reg, Log: log})
 	if err != nil {
 		return "", err
 	}
 	inputs := map[string]json.RawMessage{"n": json.RawMessage(strconv.Itoa(n))}
-	out, err := rt.Run(ctx, flow.RunParams{RunID: "rec", Target: Target, Inputs: inputs})
+	out, err := rt.Run(ctx, host.RunParams{RunID: "rec", Target: Target, Inputs: inputs})
 	if err != nil {
 		return "", fmt.Errorf("record %d calls: %w", n, err)
 	}
-	if out.Status != flow.StatusComplete {
+	if out.Status != host.StatusComplete {
 		return "", fmt.Errorf("record %d calls: the run ended %s", n, out.Status)
 	}
 	var history []json.RawMessage
@@ -160,12 +161,12 @@ func ReplayFile(ctx context.Context, reg *flow.Registry, path string, n int) err
 		return err
 	}
 	rep, err := replay.Run(ctx, replay.Params{Bundle: bd, FixtureHash: string(cb.Hash()), Canonical: true, RunID: "case",
-		Registry: reg, Log: flow.NewMemLog(), Options: replay.Options{ReplayOnly: true}})
+		Registry: reg, Log: host.NewMemLog(), Options: replay.Options{ReplayOnly: true}})
 	if err != nil {
 		return err
 	}
 	o := rep.Outcome
-	if o.Status != flow.StatusComplete || rep.ExitStatus() != 0 || o.Provenance[replay.ProvReused] != n ||
+	if o.Status != host.StatusComplete || rep.ExitStatus() != 0 || o.Provenance[replay.ProvReused] != n ||
 		len(rep.Calls) != n || o.LiveCalls != 0 || o.PrefixCalls != 0 {
 		return fmt.Errorf("replay of %d calls: outcome %+v (%d call lines)", n, o, len(rep.Calls))
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/examples"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/memvalkey"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
@@ -65,7 +66,7 @@ func fuzzEnvelopes() []string {
 
 // fuzzTargets are the example targets, whose vocabulary run_case options
 // are checked against.
-func fuzzTargets(tb testing.TB) (*flow.Registry, []flow.TargetInfo) {
+func fuzzTargets(tb testing.TB) (*flow.Registry, []host.TargetInfo) {
 	reg := flow.NewRegistry()
 	if _, err := examples.Register(reg); err != nil {
 		tb.Fatal(err)
@@ -148,7 +149,7 @@ func FuzzMessageBody(f *testing.F) {
 // the same value; a run_case's options give the same decision once
 // re-encoded and, when valid, respect the supply and prices limits; the
 // option checks against each example target never panic.
-func fuzzCheckBody(t *testing.T, typ messages.MessageType, body json.RawMessage, targets []flow.TargetInfo) {
+func fuzzCheckBody(t *testing.T, typ messages.MessageType, body json.RawMessage, targets []host.TargetInfo) {
 	t.Helper()
 	switch typ {
 	case messages.DeleteCaseBundle:

@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pyrula/caseworker/bundle"
-	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/capture"
 	"github.com/pyrula/caseworker/messages"
@@ -25,12 +25,12 @@ import (
 // the run with run:error and its code (bundle_missing, no_fixture_store,
 // binding_mismatch, whatif_source_missing, whatif_source_changed, …) after
 // a case:outcome event, as the engine's own refusals do.
-func (x *Executor) runCase(ctx context.Context, meta journal.Meta, request json.RawMessage, log *zap.Logger) (flow.Outcome, error) {
+func (x *Executor) runCase(ctx context.Context, meta journal.Meta, request json.RawMessage, log *zap.Logger) (host.Outcome, error) {
 	var b messages.RunCaseBody
 	if err := json.Unmarshal(request, &b); err != nil {
 		return x.fail(ctx, meta, messages.InvalidOverrides, fmt.Sprintf("the run's request is not a run_case body: %v", err), nil)
 	}
-	stop := func(code messages.Code, msg string, hash *string) (flow.Outcome, error) {
+	stop := func(code messages.Code, msg string, hash *string) (host.Outcome, error) {
 		h := ""
 		if hash != nil {
 			h = *hash
@@ -54,7 +54,7 @@ func (x *Executor) runCase(ctx context.Context, meta journal.Meta, request json.
 		return stop(me.Code, me.Message, hash)
 	}
 	if err != nil {
-		return flow.Outcome{}, err
+		return host.Outcome{}, err
 	}
 	hash := string(cb.Hash())
 	ref := x.deps.LLMRef(b.Options.LLMRef)
@@ -72,11 +72,11 @@ func (x *Executor) runCase(ctx context.Context, meta journal.Meta, request json.
 		return stop(ce.Code, msg, &hash)
 	}
 	if err != nil {
-		return flow.Outcome{}, err
+		return host.Outcome{}, err
 	}
 	o := rep.Outcome
 	x.report.CaseOutcome(o)
-	return flow.Outcome{RunID: meta.RunID, Status: o.Status, Code: messages.Code(o.Code), Message: o.Message, LastSeq: o.LastSeq}, nil
+	return host.Outcome{RunID: meta.RunID, Status: o.Status, Code: messages.Code(o.Code), Message: o.Message, LastSeq: o.LastSeq}, nil
 }
 
 // loadCase returns the case of a run_case body. Its errors with reason

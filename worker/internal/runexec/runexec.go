@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/flow/journallog"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/messages"
@@ -112,7 +113,7 @@ type Report struct {
 	DeadLettered func()
 	// RunFinished counts a run that finished or was suspended here, by the
 	// message type it was submitted with.
-	RunFinished func(typ messages.MessageType, out flow.Outcome)
+	RunFinished func(typ messages.MessageType, out host.Outcome)
 	// CaseOutcome is told of a case run's outcome.
 	CaseOutcome func(o replay.Outcome)
 }
@@ -431,7 +432,7 @@ func (x *Executor) keepAlive(ctx context.Context, cancel context.CancelCauseFunc
 // event says: start_run or run_case. It returns the run's status once it
 // finished (terminal event written) or was suspended; an error means
 // neither (shutdown, lost lease or a transient failure).
-func (x *Executor) run(ctx context.Context, runID string, log *zap.Logger) (flow.Status, error) {
+func (x *Executor) run(ctx context.Context, runID string, log *zap.Logger) (host.Status, error) {
 	sub, err := runwire.Submitted(ctx, x.journal, runID)
 	if err != nil {
 		return "", err
@@ -444,7 +445,7 @@ func (x *Executor) run(ctx context.Context, runID string, log *zap.Logger) (flow
 	if err != nil {
 		return "", err
 	}
-	var out flow.Outcome
+	var out host.Outcome
 	if typ == messages.RunCase {
 		out, err = x.runCase(ctx, meta, sub.Extra[runwire.FieldRequest], log)
 	} else {
@@ -453,7 +454,7 @@ func (x *Executor) run(ctx context.Context, runID string, log *zap.Logger) (flow
 	if err != nil {
 		return "", err
 	}
-	if out.Status == flow.StatusSuspended {
+	if out.Status == host.StatusSuspended {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 		defer cancel()
 		if err := x.log.Release(rctx, runID, journal.StatusSuspended); err != nil {
@@ -490,7 +491,7 @@ func runType(sub journal.Event) (messages.MessageType, error) {
 
 // startRun executes a start_run run: the flow runtime over the journal,
 // which starts it or resumes it from its journal.
-func (x *Executor) startRun(ctx context.Context, meta journal.Meta, request json.RawMessage) (flow.Outcome, error) {
+func (x *Executor) startRun(ctx context.Context, meta journal.Meta, request json.RawMessage) (host.Outcome, error) {
 	var b messages.StartRunBody
 	if len(request) > 0 {
 		if err := json.Unmarshal(request, &b); err != nil {
@@ -507,12 +508,12 @@ func (x *Executor) startRun(ctx context.Context, meta journal.Meta, request json
 			return x.fail(ctx, meta, messages.InvalidOverrides, fmt.Sprintf("the run's inputs are not a JSON object: %v", err), nil)
 		}
 	}
-	rt, err := flow.NewRuntime(flow.Config{Registry: x.reg, Log: x.log})
+	rt, err := host.NewRuntime(host.Config{Registry: x.reg, Log: x.log})
 	if err != nil {
-		return flow.Outcome{}, fmt.Errorf("worker: %w", err)
+		return host.Outcome{}, fmt.Errorf("worker: %w", err)
 	}
-	out, err := rt.Run(ctx, flow.RunParams{RunID: meta.RunID, Target: meta.TargetName, Inputs: inputs, Models: models})
-	if errors.Is(err, flow.ErrUnknownTarget) || errors.Is(err, flow.ErrInvalidInputs) {
+	out, err := rt.Run(ctx, host.RunParams{RunID: meta.RunID, Target: meta.TargetName, Inputs: inputs, Models: models})
+	if errors.Is(err, host.ErrUnknownTarget) || errors.Is(err, host.ErrInvalidInputs) {
 		return x.fail(ctx, meta, messages.InvalidOverrides, err.Error(), nil)
 	}
 	return out, err
@@ -520,23 +521,23 @@ func (x *Executor) startRun(ctx context.Context, meta journal.Meta, request json
 
 // fail ends a run that could not start with run:error code, writing
 // outcome first (a case run's case:outcome line) when it is set.
-func (x *Executor) fail(ctx context.Context, meta journal.Meta, code messages.Code, msg string, outcome *replay.Refusal) (flow.Outcome, error) {
+func (x *Executor) fail(ctx context.Context, meta journal.Meta, code messages.Code, msg string, outcome *replay.Refusal) (host.Outcome, error) {
 	at := time.Now().UTC()
 	if outcome != nil {
 		ev, err := outcome.Event(at)
 		if err != nil {
-			return flow.Outcome{}, err
+			return host.Outcome{}, err
 		}
-		if _, err := x.log.Append(ctx, meta.RunID, flow.Batch{Target: meta.TargetName, Events: []flow.Event{ev}}); err != nil {
-			return flow.Outcome{}, err
+		if _, err := x.log.Append(ctx, meta.RunID, host.Batch{Target: meta.TargetName, Events: []host.Event{ev}}); err != nil {
+			return host.Outcome{}, err
 		}
 	}
-	seq, err := x.log.Finish(ctx, meta.RunID, flow.Event{Kind: runevent.RunError, At: at, Code: code, Message: msg})
-	if errors.Is(err, flow.ErrFinished) {
-		return flow.Outcome{RunID: meta.RunID, Status: flow.StatusError, Code: code}, nil
+	seq, err := x.log.Finish(ctx, meta.RunID, host.Event{Kind: runevent.RunError, At: at, Code: code, Message: msg})
+	if errors.Is(err, host.ErrFinished) {
+		return host.Outcome{RunID: meta.RunID, Status: host.StatusError, Code: code}, nil
 	}
 	if err != nil {
-		return flow.Outcome{}, err
+		return host.Outcome{}, err
 	}
-	return flow.Outcome{RunID: meta.RunID, Status: flow.StatusError, Code: code, Message: msg, LastSeq: seq}, nil
+	return host.Outcome{RunID: meta.RunID, Status: host.StatusError, Code: code, Message: msg, LastSeq: seq}, nil
 }

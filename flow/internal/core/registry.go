@@ -1,4 +1,4 @@
-package flow
+package core
 
 import (
 	"bytes"
@@ -484,20 +484,35 @@ func (r *Registry) Resolve(ref string) (TargetInfo, error) {
 }
 
 // callerPackage is the import path of the package of the function that
-// called the function calling it (the caller of RegisterWorkflow or
-// RegisterAgent), "" when it cannot be told.
+// called the function calling it (the caller of RegisterWorkflow,
+// RegisterAgent, RegisterModelClient or RegisterDep), "" when it cannot be
+// told. The wrappers of package flow, through which a target calls them,
+// are not that caller: frames of flow and of this package are passed over.
 func callerPackage() string {
-	pc, _, _, ok := runtime.Caller(2)
-	if !ok {
-		return ""
+	pcs := make([]uintptr, 8)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
+	for {
+		f, more := frames.Next()
+		if pkg := funcPackage(f.Function); pkg != "" && pkg != flowPackage && pkg != corePackage {
+			return pkg
+		}
+		if !more {
+			return ""
+		}
 	}
-	f := runtime.FuncForPC(pc)
-	if f == nil {
-		return ""
-	}
-	// "example.com/shop/flows.Register.func1" or "main.main": the package
-	// path ends at the first dot after the last slash.
-	name := f.Name()
+}
+
+// flowPackage and corePackage are the import paths of the author's API and
+// of this package.
+const (
+	flowPackage = "github.com/pyrula/caseworker/flow"
+	corePackage = "github.com/pyrula/caseworker/flow/internal/core"
+)
+
+// funcPackage is the package of a function's full name:
+// "example.com/shop/flows.Register.func1" or "main.main": the package path
+// ends at the first dot after the last slash.
+func funcPackage(name string) string {
 	slash := strings.LastIndexByte(name, '/')
 	dot := strings.IndexByte(name[slash+1:], '.')
 	if dot < 0 {
