@@ -69,6 +69,13 @@ const (
 	RuntimeLost Code = "runtime_lost"
 	// RunsQuotaExceeded is Cloud only.
 	RunsQuotaExceeded Code = "runs_quota_exceeded"
+	// SuiteTooSmall: a suite's selection holds fewer cases than its
+	// min_cases (an empty selection included); the suite fails, it never
+	// passes.
+	SuiteTooSmall Code = "suite_too_small"
+	// SuiteFailed: a suite ended with a case that did not pass (failed or
+	// could not run).
+	SuiteFailed Code = "suite_failed"
 )
 
 // Exit statuses of the pyrula CLI (the product page's "Output and exit status").
@@ -96,6 +103,8 @@ var runStops = map[Code]bool{
 	RuntimeError:        true,
 	Cancelled:           true,
 	RuntimeLost:         true,
+	SuiteTooSmall:       true,
+	SuiteFailed:         true,
 }
 
 var known = map[Code]bool{}
@@ -115,6 +124,7 @@ func AllCodes() []Code {
 		WriteNotAllowed, ReplayDiverged, BindingMismatch, InvalidOverrides,
 		WhatifSourceMissing, WhatifSourceChanged, RuntimeError, Cancelled,
 		NoEligibleRuntime, RuntimeLost, RunsQuotaExceeded,
+		SuiteTooSmall, SuiteFailed,
 	}
 }
 

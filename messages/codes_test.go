@@ -21,7 +21,7 @@ func TestExitStatus(t *testing.T) {
 		messages.ReplayInputChanged: 3, messages.MissingContext: 3, messages.LiveBudgetExceeded: 3,
 		messages.WriteNotAllowed: 3, messages.ReplayDiverged: 3, messages.WhatifSourceMissing: 3,
 		messages.WhatifSourceChanged: 3, messages.RuntimeError: 3, messages.Cancelled: 3,
-		messages.RuntimeLost: 3,
+		messages.RuntimeLost: 3, messages.SuiteTooSmall: 3, messages.SuiteFailed: 3,
 	}
 	all := messages.AllCodes()
 	if len(all) != len(want) {

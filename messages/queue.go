@@ -15,6 +15,9 @@ const (
 	DeleteCaseBundle MessageType = "delete_case_bundle"
 	// StartRun submits a new live run of a target.
 	StartRun MessageType = "start_run"
+	// RunSuite submits a suite: case runs of many cases under one or more
+	// arms and one budget, fanned out on the runs stream.
+	RunSuite MessageType = "run_suite"
 )
 
 // MessageField is the one field of a stream entry that holds the envelope.

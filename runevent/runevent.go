@@ -21,7 +21,8 @@ type Kind string
 
 // The event kinds. The runtime writes run:start, call:start, call:done and
 // the terminal kinds; the journal writes run:submitted when it creates a
-// run; a case run adds case:call and case:outcome.
+// run; a case run adds case:call and case:outcome; a suite writes
+// suite:plan, suite:progress and suite:outcome.
 const (
 	// RunSubmitted is the first event of every run (run_seq 1), written when
 	// the run is created: the run was accepted. Fields: target_name, plus
@@ -40,6 +41,14 @@ const (
 	CaseCall Kind = "case:call"
 	// CaseOutcome is a case run's "outcome" line.
 	CaseOutcome Kind = "case:outcome"
+	// SuitePlan is a suite's selection, written once before its children
+	// are submitted. Fields: total, cases, arms, children.
+	SuitePlan Kind = "suite:plan"
+	// SuiteProgress is how far a suite got. Fields: done, total, by_status,
+	// cost_usd.
+	SuiteProgress Kind = "suite:progress"
+	// SuiteOutcome is a suite's outcome, before its terminal event.
+	SuiteOutcome Kind = "suite:outcome"
 	// RunComplete is the terminal event of a run that completed. Fields:
 	// result.
 	RunComplete Kind = "run:complete"
@@ -52,7 +61,7 @@ const (
 
 // Kinds returns every kind above, in the order a run writes them.
 func Kinds() []Kind {
-	return []Kind{RunSubmitted, RunStart, CallStart, CallDone, CaseCall, CaseOutcome, RunComplete, RunError, RunCancelled}
+	return []Kind{RunSubmitted, RunStart, CallStart, CallDone, CaseCall, CaseOutcome, SuitePlan, SuiteProgress, SuiteOutcome, RunComplete, RunError, RunCancelled}
 }
 
 // Terminal reports whether k ends a run: run:complete, run:error or

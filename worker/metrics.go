@@ -47,7 +47,7 @@ type metrics struct {
 }
 
 // typeLabels are typeLabel's results, in typeIndex's order.
-var typeLabels = [...]string{"save_case", "run_case", "delete_case_bundle", "start_run", "unknown"}
+var typeLabels = [...]string{"save_case", "run_case", "delete_case_bundle", "start_run", "run_suite", "unknown"}
 
 // typeIndex is the index in typeLabels of typeLabel(t).
 func typeIndex(t string) int {
@@ -60,8 +60,10 @@ func typeIndex(t string) int {
 		return 2
 	case "start_run":
 		return 3
+	case "run_suite":
+		return 4
 	}
-	return 4
+	return 5
 }
 
 // answered is pyrula_worker_messages_total's child for message type typ
@@ -185,7 +187,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 // typeLabel bounds the type label to the known message types.
 func typeLabel(t string) string {
 	switch t {
-	case "save_case", "run_case", "delete_case_bundle", "start_run":
+	case "save_case", "run_case", "delete_case_bundle", "start_run", "run_suite":
 		return t
 	}
 	return "unknown"

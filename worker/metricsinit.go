@@ -7,8 +7,9 @@ import (
 
 // The kind label values of pyrula_worker_runs_total.
 const (
-	runKindLive = "live" // start_run
-	runKindCase = "case" // run_case
+	runKindLive  = "live"  // start_run
+	runKindCase  = "case"  // run_case
+	runKindSuite = "suite" // run_suite: its coordinator; its children are case runs
 )
 
 // runEndStatuses are the statuses a run ends with here (finished or
@@ -37,7 +38,7 @@ func (m *metrics) initSeries() {
 		m.transient.WithLabelValues(t)
 	}
 	m.transient.WithLabelValues("run")
-	for _, k := range []string{runKindLive, runKindCase} {
+	for _, k := range []string{runKindLive, runKindCase, runKindSuite} {
 		for _, s := range runEndStatuses {
 			m.runs.WithLabelValues(k, string(s), "")
 		}

@@ -38,8 +38,11 @@ func newExecutor(w *Worker) (*runexec.Executor, error) {
 			DeadLettered: w.metrics.deadLetters.Inc,
 			RunFinished: func(typ messages.MessageType, out host.Outcome) {
 				kind := runKindLive
-				if typ == messages.RunCase {
+				switch typ {
+				case messages.RunCase:
 					kind = runKindCase
+				case messages.RunSuite:
+					kind = runKindSuite
 				}
 				w.metrics.runs.WithLabelValues(kind, string(out.Status), string(out.Code)).Inc()
 			},

@@ -33,7 +33,7 @@ func TestRunWithoutReadableTypeDeadLettered(t *testing.T) {
 		{"missing", map[string]json.RawMessage{"message_id": json.RawMessage(`"u1"`)}, "has no message_type"},
 		{"number", map[string]json.RawMessage{"message_type": json.RawMessage(`42`)}, "not a JSON string"},
 		{"object", map[string]json.RawMessage{"message_type": json.RawMessage(`{"type":"start_run"}`)}, "not a JSON string"},
-		{"unknown", map[string]json.RawMessage{"message_type": json.RawMessage(`"save_case"`)}, `is "save_case", not start_run or run_case`},
+		{"unknown", map[string]json.RawMessage{"message_type": json.RawMessage(`"save_case"`)}, `is "save_case", not start_run, run_case or run_suite`},
 	}
 	ids := make([]string, len(cases))
 	runs := map[string]bool{}

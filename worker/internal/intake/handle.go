@@ -298,6 +298,8 @@ func (in *Intake) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, st
 		result, err = in.startRun(ctx, env)
 	case messages.RunCase:
 		result, err = in.runCase(ctx, env)
+	case messages.RunSuite:
+		result, err = in.runSuite(ctx, env)
 	default:
 		return refuse(messages.InvalidOverrides, "unknown message type %q", env.Type)
 	}

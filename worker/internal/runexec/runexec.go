@@ -251,6 +251,16 @@ func (x *Executor) Execute(ctx context.Context, d consumer.Delivery) consumer.Ve
 			}
 			return consumer.Retry(nil)
 		}
+		// A suite's child: note it done again, in case a crash came
+		// between its end and its note.
+		if sub, err := runwire.Submitted(ctx, x.journal, runID); err == nil {
+			if ref, ok := suiteRefOf(sub); ok {
+				if err := x.childDone(ctx, runID, ref); err != nil {
+					log.Warn("note the finished child in its suite; left pending", zap.Error(err))
+					return consumer.Retry(nil)
+				}
+			}
+		}
 		return acked(x.ack(ctx, e.ID))
 	case errors.Is(err, journal.ErrRunNotFound):
 		log.Warn("runs entry of a run that is not in the journal; acked")
@@ -446,18 +456,34 @@ func (x *Executor) run(ctx context.Context, runID string, log *zap.Logger) (host
 		return "", err
 	}
 	var out host.Outcome
-	if typ == messages.RunCase {
+	switch typ {
+	case messages.RunCase:
 		out, err = x.runCase(ctx, meta, sub.Extra[runwire.FieldRequest], log)
-	} else {
+	case messages.RunSuite:
+		out, err = x.runSuite(ctx, meta, sub.Extra[runwire.FieldRequest], log)
+	default:
 		out, err = x.startRun(ctx, meta, sub.Extra[runwire.FieldRequest])
 	}
 	if err != nil {
 		return "", err
 	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
 	if out.Status == host.StatusSuspended {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-		defer cancel()
 		if err := x.log.Release(rctx, runID, journal.StatusSuspended); err != nil {
+			return "", err
+		}
+		if typ == messages.RunSuite {
+			if err := x.recheckSuite(rctx, runID); err != nil {
+				log.Warn("check the suite's children once more; a child's entry wakes it", zap.Error(err))
+			}
+			return out.Status, nil // not finished: counted once it ends
+		}
+	}
+	if ref, ok := suiteRefOf(sub); ok && out.Status != host.StatusSuspended {
+		if err := x.childDone(rctx, runID, ref); err != nil {
+			// The entry stays pending: its redelivery finds the run
+			// finished and notes it again (Execute).
 			return "", err
 		}
 	}
@@ -483,10 +509,11 @@ func runType(sub journal.Event) (messages.MessageType, error) {
 		return "", fmt.Errorf("%w: the %s of its run:submitted event is not a JSON string: %.100s", errUnrunnable, runwire.FieldMessageType, raw)
 	}
 	switch t := messages.MessageType(typ); t {
-	case messages.StartRun, messages.RunCase:
+	case messages.StartRun, messages.RunCase, messages.RunSuite:
 		return t, nil
 	}
-	return "", fmt.Errorf("%w: the %s of its run:submitted event is %q, not %s or %s", errUnrunnable, runwire.FieldMessageType, typ, messages.StartRun, messages.RunCase)
+	return "", fmt.Errorf("%w: the %s of its run:submitted event is %q, not %s, %s or %s", errUnrunnable, runwire.FieldMessageType, typ,
+		messages.StartRun, messages.RunCase, messages.RunSuite)
 }
 
 // startRun executes a start_run run: the flow runtime over the journal,

@@ -27,7 +27,16 @@ const (
 	FieldMessageID   = "message_id"
 	FieldMessageType = "message_type"
 	FieldRequest     = "request"
+	// FieldSuite, on a suite's child, is its SuiteRef.
+	FieldSuite = "suite"
 )
+
+// SuiteRef is the suite field of a child's run:submitted event: the suite
+// it belongs to and its place in the suite's plan.
+type SuiteRef struct {
+	SuiteID string `json:"suite_id"`
+	Index   int    `json:"index"`
+}
 
 // RunField is the one field of a runs stream entry: the run to execute.
 const RunField = "run_id"

@@ -1,0 +1,62 @@
+package messages
+
+// RunSuiteBody is the body of run_suite: case runs of the cases a
+// selection names, each under every arm, under one budget. Each (case, arm)
+// is a child: an ordinary case run with a run id and events of its own.
+type RunSuiteBody struct {
+	// SuiteID is the suite's id (a run id: its events are the suite's);
+	// empty means one derived from the message id.
+	SuiteID    string     `json:"suite_id,omitempty"`
+	TargetName string     `json:"target_name"`
+	Cases      SuiteCases `json:"cases"`
+	// Arms are the ways each case runs; at least one, at most MaxSuiteArms.
+	Arms []SuiteArm `json:"arms"`
+	// MaxCostUSD and MaxLiveCalls bound the whole suite's live spend and
+	// live calls, across every child and every worker.
+	MaxCostUSD   *float64 `json:"max_cost_usd,omitempty"`
+	MaxLiveCalls *int     `json:"max_live_calls,omitempty"`
+	// FailFast stops submitting children once one did not pass.
+	FailFast bool `json:"fail_fast,omitempty"`
+	// MinCases is the least number of cases that counts as a suite (1 when
+	// absent); a smaller selection ends the suite with suite_too_small.
+	MinCases *int `json:"min_cases,omitempty"`
+	// FixtureStore, when set, is the store the sender expects the worker
+	// to read bundles from (binding_mismatch otherwise).
+	FixtureStore string `json:"fixture_store,omitempty"`
+}
+
+// MaxSuiteArms is the most arms a suite has; MaxSuiteChildren the most
+// (case, arm) children.
+const (
+	MaxSuiteArms     = 16
+	MaxSuiteChildren = 100_000
+)
+
+// SuiteCases selects a suite's cases: exactly one of Bundles and Store.
+type SuiteCases struct {
+	// Bundles are fixture hashes in the worker's fixture store.
+	Bundles []string `json:"bundles,omitempty"`
+	// Store selects every case of the suite's target in the fixture store.
+	Store *SuiteStoreCases `json:"store,omitempty"`
+}
+
+// SuiteStoreCases selects the fixture store's cases of the suite's target,
+// in hash order; Limit, when above 0, keeps the first Limit.
+type SuiteStoreCases struct {
+	Limit int `json:"limit,omitempty"`
+}
+
+// SuiteArm is one way a suite runs each case: the options of a run_case.
+type SuiteArm struct {
+	// Name names the arm in the suite's outcome; "arm<i>" when empty.
+	Name    string         `json:"name,omitempty"`
+	Options RunCaseOptions `json:"options"`
+}
+
+// RunSuiteResult is the result of run_suite: the suite and the key of its
+// event stream, where its plan, its progress and its suite:outcome arrive,
+// ending with a terminal event.
+type RunSuiteResult struct {
+	SuiteID string `json:"suite_id"`
+	Events  string `json:"events"`
+}

@@ -1,0 +1,221 @@
+package worker_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pyrula/caseworker/internal/testwait"
+	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
+	"github.com/pyrula/caseworker/store/memstore"
+	"github.com/pyrula/caseworker/suite"
+	"github.com/pyrula/caseworker/worker"
+)
+
+// saveRuns records n live runs of target and saves each as a case forked
+// right after its run:start (every call after it recorded, to replay),
+// through the worker; it returns their fixture hashes.
+func (e *env) saveRuns(target string, n int) []string {
+	e.t.Helper()
+	var hashes []string
+	for i := range n {
+		run := e.record(target)
+		r, err := e.journalOf().Run(e.t.Context(), run)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		var fork int64
+		for _, ev := range r.Events {
+			if ev.Kind == runevent.RunStart {
+				fork = ev.RunSeq
+			}
+		}
+		e.send(fmt.Sprintf("save-%d", i), "save_case", map[string]any{"target_name": target, "run_id": run, "fork_after_seq": fork})
+		reply := e.waitReplies(i + 1)[i]
+		wantReply(e.t, reply, messages.StatusOK, "")
+		var res messages.SaveCaseResult
+		if err := json.Unmarshal(reply.Result, &res); err != nil {
+			e.t.Fatal(err)
+		}
+		hashes = append(hashes, res.FixtureHash)
+	}
+	return hashes
+}
+
+// suiteResult decodes a run_suite reply.
+func suiteResult(t *testing.T, r messages.Reply) messages.RunSuiteResult {
+	t.Helper()
+	wantReply(t, r, messages.StatusOK, "")
+	var res messages.RunSuiteResult
+	if err := json.Unmarshal(r.Result, &res); err != nil || res.SuiteID == "" || res.Events == "" {
+		t.Fatalf("run_suite result %s: %+v, %v", r.Result, res, err)
+	}
+	return res
+}
+
+// suiteOutcome is the suite:outcome among a suite's events.
+func suiteOutcome(t *testing.T, events []journal.Event) suite.Outcome {
+	t.Helper()
+	for _, ev := range events {
+		if ev.Kind != runevent.SuiteOutcome {
+			continue
+		}
+		raw, err := json.Marshal(ev.Extra)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var o suite.Outcome
+		if err := json.Unmarshal(raw, &o); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	t.Fatalf("no suite:outcome among %d events", len(events))
+	return suite.Outcome{}
+}
+
+// A shadow suite of 6 saved checkout cases under two replay-only arms, on
+// two workers: the arm that replays the cases as recorded passes all 6; the
+// arm that changes the qty input diverges on every case at the same call,
+// in one group that names the call and the field. Every child is a case
+// run with its own run id and events, and nothing is left pending.
+func TestRunSuiteShadow(t *testing.T) {
+	t.Parallel()
+	st := memstore.New(memstore.Options{})
+	e := setup(t, st, func(c *worker.Config) { c.RunLease = 2 * time.Second })
+	second := *e
+	second.cfg.ConsumerName = "c2"
+	second.start(st)
+	hashes := e.saveRuns("checkout", 6)
+	e.send("suite-1", "run_suite", map[string]any{"target_name": "checkout",
+		"cases": map[string]any{"bundles": hashes},
+		"arms": []map[string]any{
+			{"name": "as-recorded", "options": map[string]any{"replay_only": true}},
+			{"name": "qty5", "options": map[string]any{"replay_only": true, "inputs": map[string]any{"qty": 5}}},
+		}})
+	res := suiteResult(t, e.waitReplies(7)[6])
+	events := e.waitRun(res.SuiteID, 60*time.Second)
+	if kind, code := last(t, events); kind != runevent.RunError || code != messages.SuiteFailed {
+		t.Fatalf("suite ended %s %s, want run:error suite_failed", kind, code)
+	}
+	if n := count(events, runevent.SuitePlan); n != 1 {
+		t.Fatalf("%d suite:plan events, want 1", n)
+	}
+	o := suiteOutcome(t, events)
+	if o.Total != 12 || o.Cases != 6 || o.ByStatus[suite.Pass] != 6 || o.ByStatus[suite.Fail] != 6 || o.ByStatus[suite.Error] != 0 {
+		t.Fatalf("outcome totals %d cases, %d children, %v; want 6, 12, 6 pass and 6 fail; groups %+v", o.Cases, o.Total, o.ByStatus, o.Groups)
+	}
+	if len(o.Groups) != 1 {
+		t.Fatalf("%d groups, want 1: %+v", len(o.Groups), o.Groups)
+	}
+	g := o.Groups[0]
+	if g.Count != 6 || g.Code != string(messages.ReplayDiverged) || g.Call != "step:quote:0" || !slices.Equal(g.Changed, []string{"$.qty"}) ||
+		!slices.Equal(g.Arms, []string{"qty5"}) || len(g.Examples) != suite.MaxExamples {
+		t.Fatalf("group %+v, want 6 × replay_diverged at step:quote:0 changing $.qty, under qty5", g)
+	}
+	if len(o.Arms) != 2 || o.Arms[0].Passed != 6 || o.Arms[1].Failed != 6 || o.LiveCalls != 0 || o.CostUSD != 0 {
+		t.Fatalf("arms %+v, live calls %d, cost %v", o.Arms, o.LiveCalls, o.CostUSD)
+	}
+	if len(o.ArmDiffs) != 1 || o.ArmDiffs[0].Differ != 6 || o.ArmDiffs[0].Arm != "qty5" || o.ArmDiffs[0].Against != "as-recorded" {
+		t.Fatalf("arm diffs %+v", o.ArmDiffs)
+	}
+	if !strings.Contains(o.Message, "6 of 12 children did not pass") || !strings.Contains(o.Message, "step:quote:0") {
+		t.Fatalf("outcome message %q", o.Message)
+	}
+	// Each child is an ordinary case run of its own.
+	ex := g.Examples[0]
+	child := e.waitRun(ex.RunID, 10*time.Second)
+	if kind, code := last(t, child); kind != runevent.RunError || code != messages.ReplayDiverged || count(child, runevent.CaseOutcome) != 1 {
+		t.Fatalf("child %s ended %s %s", ex.RunID, kind, code)
+	}
+	if !strings.HasPrefix(ex.RunID, res.SuiteID+":1:") || !slices.Contains(hashes, ex.Case) {
+		t.Fatalf("example %+v of suite %s", ex, res.SuiteID)
+	}
+	testwait.Eventually(t, 20*time.Second, "nothing pending on the runs stream", func() bool { return e.runsPending() == 0 })
+}
+
+// A suite whose selection is under min_cases never passes: the fixture
+// store has no case of send_receipt, and a list of one case under
+// min_cases 2 is too small too; both end suite_too_small with an outcome.
+func TestRunSuiteTooSmall(t *testing.T) {
+	t.Parallel()
+	st := memstore.New(memstore.Options{})
+	e := setup(t, st, nil)
+	hash := saveRecorded(t, st)
+	arms := []map[string]any{{"options": map[string]any{"replay_only": true}}}
+	e.send("empty", "run_suite", map[string]any{"target_name": "send_receipt", "cases": map[string]any{"store": map[string]any{}}, "arms": arms})
+	e.send("one", "run_suite", map[string]any{"target_name": "checkout", "cases": map[string]any{"bundles": []string{hash}}, "arms": arms, "min_cases": 2})
+	for _, r := range e.waitReplies(2) {
+		events := e.waitRun(suiteResult(t, r).SuiteID, 20*time.Second)
+		if kind, code := last(t, events); kind != runevent.RunError || code != messages.SuiteTooSmall {
+			t.Fatalf("%s ended %s %s, want run:error suite_too_small", r.MessageID, kind, code)
+		}
+		if o := suiteOutcome(t, events); o.Status != suite.Fail || o.Code != messages.SuiteTooSmall || !strings.Contains(o.Message, "min_cases") {
+			t.Fatalf("%s outcome %+v", r.MessageID, o)
+		}
+	}
+}
+
+// The store selection runs the fixture store's cases of the target, and a
+// suite of one that passes completes.
+func TestRunSuiteFromStore(t *testing.T) {
+	t.Parallel()
+	st := memstore.New(memstore.Options{})
+	e := setup(t, st, nil)
+	saveRecorded(t, st)
+	e.send("store", "run_suite", map[string]any{"target_name": "checkout", "cases": map[string]any{"store": map[string]any{}},
+		"arms": []map[string]any{{"options": map[string]any{"replay_only": true}}}})
+	events := e.waitRun(suiteResult(t, e.waitReplies(1)[0]).SuiteID, 20*time.Second)
+	if kind, code := last(t, events); kind != runevent.RunComplete {
+		t.Fatalf("suite ended %s %s, want run:complete", kind, code)
+	}
+	if o := suiteOutcome(t, events); o.Status != suite.Pass || o.Total != 1 || o.ByStatus[suite.Pass] != 1 || len(o.Groups) != 0 {
+		t.Fatalf("outcome %+v", o)
+	}
+}
+
+// A run_suite body that cannot be acted on is refused before anything is
+// submitted, naming the field.
+func TestRunSuiteRefusals(t *testing.T) {
+	t.Parallel()
+	e := setup(t, memstore.New(memstore.Options{}), nil)
+	h := strings.Repeat("ab", 32)
+	arm := map[string]any{"options": map[string]any{"replay_only": true}}
+	for i, c := range []struct {
+		body map[string]any
+		code messages.Code
+		want string
+	}{
+		{map[string]any{"target_name": "checkout", "cases": map[string]any{"bundles": []string{h}}}, messages.InvalidOverrides, "arms is missing"},
+		{map[string]any{"target_name": "checkout", "cases": map[string]any{}, "arms": []any{arm}}, messages.InvalidOverrides, "exactly one of bundles"},
+		{map[string]any{"target_name": "checkout", "cases": map[string]any{"bundles": []string{"ABC"}}, "arms": []any{arm}}, messages.InvalidFixtureHash, "cases.bundles[0]"},
+		{map[string]any{"target_name": "checkout", "cases": map[string]any{"bundles": []string{h, h}}, "arms": []any{arm}}, messages.InvalidOverrides, "cases.bundles[1] repeats"},
+		{map[string]any{"target_name": "checkout", "cases": map[string]any{"bundles": []string{h}}, "arms": []any{arm, map[string]any{"options": map[string]any{"max_cost_usd": -1}}}}, messages.InvalidOverrides, "arms[1].options.max_cost_usd"},
+		{map[string]any{"target_name": "checkout", "cases": map[string]any{"bundles": []string{h}}, "arms": []any{map[string]any{"options": map[string]any{"model": "m"}}}}, messages.InvalidOverrides, "apply to agents"},
+		{map[string]any{"target_name": "nope", "cases": map[string]any{"bundles": []string{h}}, "arms": []any{arm}}, messages.InvalidOverrides, `no target "nope"`},
+	} {
+		id := fmt.Sprintf("refused-%d", i)
+		e.send(id, "run_suite", c.body)
+		var r messages.Reply
+		testwait.Eventually(t, 10*time.Second, "the reply to "+id, func() bool {
+			for _, got := range e.replies() {
+				if got.MessageID == id {
+					r = got
+					return true
+				}
+			}
+			return false
+		})
+		if r.Status != messages.StatusRefused || r.Code != c.code || !strings.Contains(r.Message, c.want) {
+			t.Errorf("%v: reply %+v, want refused %s naming %q", c.body, r, c.code, c.want)
+		}
+	}
+	if n := e.runsPending(); n != 0 {
+		t.Fatalf("%d runs entries after refusals", n)
+	}
+}
