@@ -12,11 +12,11 @@ type RunSuiteBody struct {
 	// Arms are the ways each case runs; at least one, at most MaxSuiteArms.
 	Arms []SuiteArm `json:"arms"`
 	// MaxCostUSD and MaxLiveCalls bound the whole suite's live spend and
-	// live calls, across every child and every worker.
+	// live calls, across every child and every worker: every live call of
+	// a child reserves one call and its worst-case price before it is
+	// sent, and settles its real price after.
 	MaxCostUSD   *float64 `json:"max_cost_usd,omitempty"`
 	MaxLiveCalls *int     `json:"max_live_calls,omitempty"`
-	// FailFast stops submitting children once one did not pass.
-	FailFast bool `json:"fail_fast,omitempty"`
 	// MinCases is the least number of cases that counts as a suite (1 when
 	// absent); a smaller selection ends the suite with suite_too_small.
 	MinCases *int `json:"min_cases,omitempty"`

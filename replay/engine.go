@@ -52,6 +52,9 @@ type Options struct {
 	ReplayOnly bool
 	// Values puts call values and the result on the lines (--values).
 	Values bool
+	// Shared, when set, is a budget shared with other case runs (a
+	// suite's): every live call reserves against it too.
+	Shared SharedBudget
 }
 
 // Params name a case run.
@@ -155,6 +158,7 @@ type engine struct {
 	selfSent     map[string][]selfSignal
 	cost         float64
 	reserved     map[string]float64 // worst-case cost of live model calls in flight, by call id
+	shared       map[string]float64 // the same against Options.Shared, every live call's (0 for non-model calls)
 	lastSeq      atomic.Int64       // the case run's last run_seq appended so far
 	priorOutcome *Outcome           // a case:outcome journaled before the engine started (resume)
 	unobservable string
@@ -359,7 +363,7 @@ func (e *engine) Resolve(ctx context.Context, c host.Call) (host.Resolution, err
 	if !e.p.FromStart && c.Seq < len(e.prefix) {
 		return e.verifyPrefix(c), nil
 	}
-	return e.ladder(c), nil
+	return e.ladder(ctx, c)
 }
 
 func (e *engine) stop(c host.Call, code messages.Code, format string, args ...any) host.Resolution {

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -30,14 +31,14 @@ func waits(k host.CallKind) bool {
 
 // ladder resolves a post-fork call: reused, simulated, live or changed, or
 // a stop.
-func (e *engine) ladder(c host.Call) host.Resolution {
+func (e *engine) ladder(ctx context.Context, c host.Call) (host.Resolution, error) {
 	st := rung{key: keyOf(c.CallRef)}
 	// A receive of a signal that the case run sent itself, and sent in
 	// this case run, gets what was sent: the recorded answer holds the
 	// recorded send's payload.
 	st.own, st.fromRun = e.ownSignal(c)
 	if res, ok := e.fromRecording(c, &st); ok {
-		return res
+		return res, nil
 	}
 	prov := ProvLive
 	if st.replaced {
@@ -45,32 +46,32 @@ func (e *engine) ladder(c host.Call) host.Resolution {
 	}
 	if e.p.ReplayOnly {
 		if c.Effect == flow.Pure && !waits(c.Kind) {
-			return host.Resolution{Action: host.ActLive, Provenance: prov}
+			return host.Resolution{Action: host.ActLive, Provenance: prov}, nil
 		}
-		return e.replayOnlyStop(c, st)
+		return e.replayOnlyStop(c, st), nil
 	}
 	id := c.ID()
 	if ans, ok := e.supplied(c); ok {
 		if err := host.ValidateAnswer(c.Kind, ans); err != nil {
-			return e.stop(c, messages.MissingContext, "the supplied answer for %s has the wrong shape: %v", id, err)
+			return e.stop(c, messages.MissingContext, "the supplied answer for %s has the wrong shape: %v", id, err), nil
 		}
-		return host.Answer(ans, ProvSimulated)
+		return host.Answer(ans, ProvSimulated), nil
 	}
 	if waits(c.Kind) && !st.fromRun {
-		return e.stop(c, messages.MissingContext, "%s has no recorded or supplied answer and a case run never waits (supply calls[%q])", id, id)
+		return e.stop(c, messages.MissingContext, "%s has no recorded or supplied answer and a case run never waits (supply calls[%q])", id, id), nil
 	}
 	if c.Effect == flow.Pure {
-		return host.Resolution{Action: host.ActLive, Provenance: prov}
+		return host.Resolution{Action: host.ActLive, Provenance: prov}, nil
 	}
-	if res, ok := e.admitLive(c); !ok {
-		return res
+	if res, ok, err := e.admitLive(ctx, c); !ok || err != nil {
+		return res, err
 	}
 	e.started++
 	if st.fromRun {
 		// The case run's own inbox answers: nothing waits.
-		return host.Answer(st.own, prov)
+		return host.Answer(st.own, prov), nil
 	}
-	return host.Resolution{Action: host.ActLive, Provenance: prov}
+	return host.Resolution{Action: host.ActLive, Provenance: prov}, nil
 }
 
 // rung is what the ladder learned of a call on its first rung, the
@@ -158,22 +159,33 @@ func (e *engine) replayOnlyStop(c host.Call, st rung) host.Resolution {
 // its --allow-write token, the live budget must have room, and under
 // --max-cost-usd a model call's worst-case price is reserved against the
 // ceiling. ok is false with the stop when the call may not run.
-func (e *engine) admitLive(c host.Call) (host.Resolution, bool) {
+func (e *engine) admitLive(ctx context.Context, c host.Call) (host.Resolution, bool, error) {
 	id := c.ID()
 	if c.Effect == flow.Write && !e.allowed(c) {
 		return host.StopWith(&host.StopError{Code: messages.WriteNotAllowed, StopKey: id, StopToken: c.Token,
-			Message: fmt.Sprintf("%s is a write; allow it with --allow-write %s", id, c.Token)}), false
+			Message: fmt.Sprintf("%s is a write; allow it with --allow-write %s", id, c.Token)}), false, nil
 	}
 	if e.started >= e.budget {
-		return e.stop(c, messages.LiveBudgetExceeded, "%s would be live call %d, over --live-budget %d", id, e.started+1, e.budget), false
+		return e.stop(c, messages.LiveBudgetExceeded, "%s would be live call %d, over --live-budget %d", id, e.started+1, e.budget), false, nil
 	}
 	if e.p.MaxCostUSD != nil && e.unobservable != "" {
-		return e.stop(c, messages.LiveBudgetExceeded, "%s: the spend of %s is unobservable under --max-cost-usd", id, e.unobservable), false
+		return e.stop(c, messages.LiveBudgetExceeded, "%s: the spend of %s is unobservable under --max-cost-usd", id, e.unobservable), false, nil
 	}
-	if c.Kind == host.KindModel && e.p.MaxCostUSD != nil {
-		return e.reserveCost(c)
+	worst, priced := 0.0, false
+	if c.Kind == host.KindModel {
+		if price, ok := e.prices[modelOf(c.Input)]; ok {
+			worst, priced = price.WorstCase(PromptBound(c.Input, c.Model), maxTokensOf(c)), true
+		}
+		if e.p.MaxCostUSD != nil {
+			if res, ok := e.reserveCost(c); !ok {
+				return res, false, nil
+			}
+		}
 	}
-	return host.Resolution{}, true
+	if e.p.Shared != nil {
+		return e.reserveShared(ctx, c, worst, priced)
+	}
+	return host.Resolution{}, true, nil
 }
 
 // reserveCost reserves a live model call's worst-case price against

@@ -34,7 +34,12 @@ func fmtUSD(v float64) string {
 // clock.
 func (e *engine) Observe(ctx context.Context, o host.Observation) {
 	e.mu.Lock()
-	line, ok := e.observeLocked(o)
+	line, ok, st := e.observeLocked(o)
+	if st.ok {
+		// Settled once the locks are let go (deferred first, so run
+		// last): a round trip to the shared budget.
+		defer e.p.Shared.Settle(ctx, st.id, st.actual)
+	}
 	if !ok {
 		e.mu.Unlock()
 		return
@@ -49,15 +54,20 @@ func (e *engine) Observe(ctx context.Context, o host.Observation) {
 
 // observeLocked counts a resolved call and makes its call line; false for
 // a call of the verified prefix, which gets none.
-func (e *engine) observeLocked(o host.Observation) (CallLine, bool) {
+func (e *engine) observeLocked(o host.Observation) (CallLine, bool, settle) {
 	c := o.Call
-	if o.Resolution.Action == host.ActLive && c.Kind == host.KindModel {
-		delete(e.reserved, c.ID())
-		e.spendLocked(c, o.Record)
+	var st settle
+	if o.Resolution.Action == host.ActLive {
+		spent, known := 0.0, true
+		if c.Kind == host.KindModel {
+			delete(e.reserved, c.ID())
+			spent, known = e.spendLocked(c, o.Record)
+		}
+		st = e.settleLocked(c, spent, known)
 	}
 	e.noteSelfSignal(c, o.Record, o.Resolution.Action == host.ActLive)
 	if !e.p.FromStart && c.Seq < len(e.prefix) {
-		return CallLine{}, false
+		return CallLine{}, false, st
 	}
 	prov := o.Resolution.Provenance
 	e.counts[prov]++
@@ -81,7 +91,7 @@ func (e *engine) observeLocked(o host.Observation) (CallLine, bool) {
 		line.Result, line.Error = o.Record.Result, o.Record.Error
 	}
 	e.calls = append(e.calls, line)
-	return line, true
+	return line, true, st
 }
 
 // appendLine writes line as a case:call event, holding appendMu. A failed
@@ -126,7 +136,10 @@ type lineCtx struct {
 	deadline    time.Time
 }
 
-func (e *engine) spendLocked(c host.Call, rec bundle.Result) {
+// spendLocked adds a live model call's price to the cost and returns it;
+// known is false when its spend is unobservable (an answer without usage,
+// or a model without a price). A call that failed spent 0.
+func (e *engine) spendLocked(c host.Call, rec bundle.Result) (spent float64, known bool) {
 	var resp flow.ModelResponse
 	model := modelOf(c.Input)
 	price, ok := e.prices[model]
@@ -134,9 +147,11 @@ func (e *engine) spendLocked(c host.Call, rec bundle.Result) {
 		if e.unobservable == "" && rec.Error == nil {
 			e.unobservable = c.ID()
 		}
-		return
+		return 0, rec.Error != nil
 	}
-	e.cost += price.Cost(*resp.Usage)
+	spent = price.Cost(*resp.Usage)
+	e.cost += spent
+	return spent, true
 }
 
 // lineExtra turns a line into the fields of its journal event: every field

@@ -66,6 +66,8 @@ type Outcome struct {
 	CostUSD    replay.USD `json:"cost_usd"`
 	LiveCalls  int        `json:"live_calls"`
 	DurationMS int64      `json:"duration_ms"`
+	// Budget is the suite's budget, null when it has none.
+	Budget *Budget `json:"budget"`
 }
 
 // OutcomeType is the type of a suite:outcome line.
@@ -265,4 +267,16 @@ func orEmpty(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// Budget is what a suite's budget held when its outcome was written: its
+// ceilings, the live calls reserved, what they spent, and what stays
+// reserved at its worst case (calls whose worker died with them in
+// flight).
+type Budget struct {
+	MaxCostUSD   *replay.USD `json:"max_cost_usd"`
+	MaxLiveCalls *int        `json:"max_live_calls"`
+	LiveCalls    int         `json:"live_calls"`
+	SpentUSD     replay.USD  `json:"spent_usd"`
+	UnsettledUSD replay.USD  `json:"unsettled_usd"`
 }

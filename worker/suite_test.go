@@ -3,6 +3,7 @@ package worker_test
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/pyrula/caseworker/internal/testwait"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/runevent"
 	"github.com/pyrula/caseworker/store/memstore"
 	"github.com/pyrula/caseworker/suite"
@@ -218,4 +220,64 @@ func TestRunSuiteRefusals(t *testing.T) {
 	if n := e.runsPending(); n != 0 {
 		t.Fatalf("%d runs entries after refusals", n)
 	}
+}
+
+// A suite's budget holds across its children and workers: six children of
+// the support agent, each sending its model and tool calls live, on two
+// workers, under max_live_calls and max_cost_usd. The live calls reserved
+// never pass the ceiling, the children refused end live_budget_exceeded
+// with the call that was not sent, and what the suite spent is what the
+// model client answered at its price, every reservation settled.
+func TestRunSuiteBudget(t *testing.T) {
+	t.Parallel()
+	st := memstore.New(memstore.Options{})
+	hash := saveSample(t, st, "support-agent-recorded.json")
+	e, calls := setupScripted(t, st)
+	second := *e
+	second.cfg.ConsumerName = "c2"
+	second.start(st)
+	options := map[string]any{"model": "local-support-2", "from_start": true, "allow_write": []string{"tool:refund"},
+		"prices": map[string]any{"local-support-2": map[string]any{"input_per_mtok": 1000, "output_per_mtok": 1000}}}
+	arms := make([]map[string]any, 6)
+	for i := range arms {
+		arms[i] = map[string]any{"name": fmt.Sprintf("a%d", i), "options": options}
+	}
+	// One child alone, to learn how many live calls a child makes.
+	e.send("probe", "run_suite", map[string]any{"target_name": "support_agent", "cases": map[string]any{"bundles": []string{hash}},
+		"arms": arms[:1], "max_live_calls": 100})
+	probe := suiteOutcome(t, e.waitRun(suiteResult(t, e.waitReplies(1)[0]).SuiteID, 30*time.Second))
+	per := probe.LiveCalls
+	if probe.Status != suite.Pass || per == 0 || probe.Budget == nil || probe.Budget.LiveCalls != per {
+		t.Fatalf("probe: %+v, budget %+v", probe, probe.Budget)
+	}
+	answered := calls.Load()
+	limit := 2*per + 1
+	e.send("capped", "run_suite", map[string]any{"target_name": "support_agent", "cases": map[string]any{"bundles": []string{hash}},
+		"arms": arms, "max_live_calls": limit, "max_cost_usd": 1000})
+	events := e.waitRun(suiteResult(t, e.waitReplies(2)[1]).SuiteID, 60*time.Second)
+	o := suiteOutcome(t, events)
+	b := o.Budget
+	if b == nil || b.MaxLiveCalls == nil || *b.MaxLiveCalls != limit || b.LiveCalls > limit || b.UnsettledUSD != 0 {
+		t.Fatalf("budget %+v, want at most %d live calls reserved, all settled", b, limit)
+	}
+	if fit := limit / per; o.ByStatus[suite.Pass] > fit || o.ByStatus[suite.Fail] < 6-fit || o.ByStatus[suite.Fail] == 0 {
+		t.Fatalf("by status %v: at most %d children fit %d live calls of %d each", o.ByStatus, fit, limit, per)
+	}
+	var refused int
+	for _, g := range o.Groups {
+		if g.Code != string(messages.LiveBudgetExceeded) || g.Call == "" || !strings.Contains(g.Message, "max_live_calls") {
+			t.Fatalf("group %+v, want live_budget_exceeded naming the call not sent and the suite's max_live_calls", g)
+		}
+		refused += g.Count
+	}
+	if refused != o.ByStatus[suite.Fail] {
+		t.Fatalf("%d children refused for budget, %d failed", refused, o.ByStatus[suite.Fail])
+	}
+	// The spend is the model client's answers at their price: 10 prompt
+	// and 2 answer tokens at $1,000 per million each.
+	sent := calls.Load() - answered
+	if want := replay.USD(float64(sent) * 0.012); math.Abs(float64(b.SpentUSD-want)) > 1e-9 || math.Abs(float64(o.CostUSD-want)) > 1e-9 {
+		t.Fatalf("spent %v (outcome %v); the model client answered %d calls: %v", b.SpentUSD, o.CostUSD, sent, want)
+	}
+	testwait.Eventually(t, 20*time.Second, "nothing pending on the runs stream", func() bool { return e.runsPending() == 0 })
 }

@@ -25,9 +25,9 @@ import (
 // the run with run:error and its code (bundle_missing, no_fixture_store,
 // binding_mismatch, whatif_source_missing, whatif_source_changed, …) after
 // a case:outcome event, as the engine's own refusals do.
-func (x *Executor) runCase(ctx context.Context, meta journal.Meta, request json.RawMessage, log *zap.Logger) (host.Outcome, error) {
+func (x *Executor) runCase(ctx context.Context, meta journal.Meta, sub journal.Event, log *zap.Logger) (host.Outcome, error) {
 	var b messages.RunCaseBody
-	if err := json.Unmarshal(request, &b); err != nil {
+	if err := json.Unmarshal(sub.Extra[runwire.FieldRequest], &b); err != nil {
 		return x.fail(ctx, meta, messages.InvalidOverrides, fmt.Sprintf("the run's request is not a run_case body: %v", err), nil)
 	}
 	stop := func(code messages.Code, msg string, hash *string) (host.Outcome, error) {
@@ -57,6 +57,16 @@ func (x *Executor) runCase(ctx context.Context, meta journal.Meta, request json.
 		return host.Outcome{}, err
 	}
 	hash := string(cb.Hash())
+	if suiteRef, ok := suiteRefOf(sub); ok {
+		// A suite's child draws on the suite's budget, when it has one.
+		budget, err := x.childBudget(ctx, suiteRef.SuiteID, meta.RunID)
+		if err != nil {
+			return host.Outcome{}, err
+		}
+		if budget != nil {
+			opts.Shared = budget
+		}
+	}
 	ref := x.deps.LLMRef(b.Options.LLMRef)
 	rep, err := replay.RunCase(ctx, replay.Case{
 		Canonical: cb,

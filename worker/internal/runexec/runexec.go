@@ -235,6 +235,10 @@ func (x *Executor) Execute(ctx context.Context, d consumer.Delivery) consumer.Ve
 		return acked(x.ack(ctx, e.ID))
 	}
 	if !x.running.Add(runID) {
+		if x.isSuite(ctx, runID) {
+			log.Debug("the suite is executing here; its check after it suspends covers this entry: acked")
+			return acked(x.ack(ctx, e.ID))
+		}
 		log.Debug("the run is executing here under another runs entry; left pending")
 		return consumer.Retry(nil)
 	}
@@ -266,6 +270,12 @@ func (x *Executor) Execute(ctx context.Context, d consumer.Delivery) consumer.Ve
 		log.Warn("runs entry of a run that is not in the journal; acked")
 		return acked(x.ack(ctx, e.ID))
 	case errors.Is(err, journal.ErrLeaseHeld):
+		if x.isSuite(ctx, runID) {
+			// A wake of a suite another worker is executing: that worker
+			// checks the suite's children again once it suspends it.
+			log.Debug("the suite is leased by another worker, which checks it again: acked")
+			return acked(x.ack(ctx, e.ID))
+		}
 		log.Debug("the run is leased by another worker; left pending")
 		return consumer.Retry(nil)
 	case err != nil:
@@ -458,7 +468,7 @@ func (x *Executor) run(ctx context.Context, runID string, log *zap.Logger) (host
 	var out host.Outcome
 	switch typ {
 	case messages.RunCase:
-		out, err = x.runCase(ctx, meta, sub.Extra[runwire.FieldRequest], log)
+		out, err = x.runCase(ctx, meta, sub, log)
 	case messages.RunSuite:
 		out, err = x.runSuite(ctx, meta, sub.Extra[runwire.FieldRequest], log)
 	default:

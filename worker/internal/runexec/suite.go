@@ -197,7 +197,7 @@ func (x *Executor) submitChildren(ctx context.Context, meta journal.Meta, b mess
 	c, key := x.client, x.suiteKey(meta.RunID)
 	ttl := x.cfg.IdempotencyTTL.Milliseconds()
 	for _, err := range c.DoMulti(ctx,
-		c.B().Hset().Key(key).FieldValue().FieldValue("total", strconv.Itoa(plan.Total)).Build(),
+		c.B().Arbitrary("HSET").Keys(key).Args(append([]string{"total", strconv.Itoa(plan.Total)}, budgetFields(b)...)...).Build(),
 		c.B().Pexpire().Key(key).Milliseconds(ttl).Build()) {
 		if err.Error() != nil {
 			return fmt.Errorf("set suite %s's total: %w", meta.RunID, err.Error())
@@ -315,6 +315,11 @@ func (x *Executor) childOutcome(ctx context.Context, runID string) (suite.Result
 // child passed, else run:error with the outcome's code.
 func (x *Executor) endSuite(ctx context.Context, meta journal.Meta, plan suite.Plan, results []suite.Result) (host.Outcome, error) {
 	o := suite.Summarize(plan, results, time.Since(meta.CreatedAt).Milliseconds())
+	budget, err := x.suiteBudgetState(ctx, meta.RunID)
+	if err != nil {
+		return host.Outcome{}, err
+	}
+	o.Budget = budget
 	if err := x.appendLine(ctx, meta, o.Event); err != nil {
 		return host.Outcome{}, err
 	}
@@ -405,4 +410,15 @@ func suiteRefOf(sub journal.Event) (runwire.SuiteRef, bool) {
 		return runwire.SuiteRef{}, false
 	}
 	return ref, true
+}
+
+// isSuite reports whether run runID is a suite (submitted by run_suite);
+// false when that cannot be read.
+func (x *Executor) isSuite(ctx context.Context, runID string) bool {
+	sub, err := runwire.Submitted(ctx, x.journal, runID)
+	if err != nil {
+		return false
+	}
+	typ, err := runType(sub)
+	return err == nil && typ == messages.RunSuite
 }
