@@ -18,6 +18,7 @@ import (
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/runevent"
+	"github.com/pyrula/caseworker/suite"
 	"github.com/pyrula/caseworker/worker/client"
 )
 
@@ -29,7 +30,7 @@ const (
 )
 
 // enqueueTypes are the message types enqueue sends.
-var enqueueTypes = []messages.MessageType{messages.SaveCase, messages.RunCase, messages.DeleteCaseBundle, messages.StartRun}
+var enqueueTypes = []messages.MessageType{messages.SaveCase, messages.RunCase, messages.DeleteCaseBundle, messages.StartRun, messages.RunSuite}
 
 // enqueueCmd is `enqueue TYPE --body JSON|@FILE [--message-id ID] [--wait]
 // [--follow] [--timeout D]`: the platform side of the worker protocol, for
@@ -41,8 +42,8 @@ func (a *app) enqueueCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "enqueue TYPE --body JSON|@FILE",
 		Short: "Send a message to the case worker and wait for its reply",
-		Long: `Sends a message of TYPE (save_case, run_case, delete_case_bundle or
-start_run) with the JSON object --body (or @FILE, @- for standard input) to
+		Long: `Sends a message of TYPE (save_case, run_case, delete_case_bundle,
+start_run or run_suite) with the JSON object --body (or @FILE, @- for standard input) to
 the worker's case stream (PYRULA_CASE_STREAM, default <namespace>:case-messages,
 on PYRULA_VALKEY_URL), asking for the reply on PYRULA_REPLY_STREAM (default
 <namespace>:case-replies). The message id is --message-id or a new one;
@@ -51,17 +52,21 @@ resending an id gets the same reply.
 Without --wait it prints what was sent: {"message_id", "type", "entry_id",
 "stream", "reply_to"}. With --wait it prints the reply as one JSON line; with
 --follow (implies --wait) it then prints each event of a start_run or
-run_case run as a JSON line, as it arrives, until the terminal one.
+run_case run, or of a run_suite's suite, as a JSON line, as it arrives,
+until the terminal one.
 
 --format table prints the same for people: what was sent or the reply on
 one line, one short line per event (run_seq, kind, the call and its
 provenance, a run:error's code and message), then the run's id, status
 and code and, for a case run, its outcome (cause, changes, changed axes,
-counts, cost) and its divergence's detail.
+counts, cost) and its divergence's detail; for a suite, its children by
+status, its failures grouped by code, call and changed fields, and its
+arms.
 
-Exit status: 0 an ok reply (and, when following, a completed run); 2 a
-refused reply; 3 an error reply, or a followed run that ended with run:error,
-was cancelled or suspended; 1 invalid input or an operational error
+Exit status: 0 an ok reply (and, when following, a completed run: for a
+suite, every child passed); 2 a refused reply; 3 an error reply, or a
+followed run that ended with run:error (a suite with a child that did not
+pass), was cancelled or suspended; 1 invalid input or an operational error
 (including no reply within --timeout).`,
 		Args: exactArgs("TYPE"),
 		RunE: a.run(func(ctx context.Context, args []string) error {
@@ -210,10 +215,10 @@ func (a *app) enqueue(ctx context.Context, cl *client.Client, m client.Message, 
 	case messages.StatusError:
 		return exitStatus(messages.ExitRunFailed)
 	}
-	if !f.follow || (m.Type != messages.StartRun && m.Type != messages.RunCase) {
+	if !f.follow || (m.Type != messages.StartRun && m.Type != messages.RunCase && m.Type != messages.RunSuite) {
 		return nil
 	}
-	res, err := client.RunResult(r)
+	res, err := followed(r)
 	if err != nil {
 		return err
 	}
@@ -244,6 +249,19 @@ func (a *app) enqueue(ctx context.Context, cl *client.Client, m client.Message, 
 		return exitStatus(messages.ExitRunFailed)
 	}
 	return nil
+}
+
+// followed is the run an ok reply of start_run, run_case or run_suite
+// names: its id and its events stream.
+func followed(r messages.Reply) (messages.RunResult, error) {
+	if r.Type != messages.RunSuite {
+		return client.RunResult(r)
+	}
+	var res messages.RunSuiteResult
+	if err := json.Unmarshal(r.Result, &res); err != nil || res.SuiteID == "" || res.Events == "" {
+		return messages.RunResult{}, fmt.Errorf("enqueue: the reply's result %.200s is not {suite_id, events}", r.Result)
+	}
+	return messages.RunResult{RunID: res.SuiteID, Events: res.Events}, nil
 }
 
 // writeReplyLine writes a reply on one line for people: the message, its
@@ -288,6 +306,7 @@ type followEvent struct {
 // the run:error's divergence and message.
 type followSummary struct {
 	outcome    *replay.Outcome
+	suite      *suite.Outcome
 	cause      *replay.Divergence
 	divergence *replay.Divergence
 	message    string
@@ -324,6 +343,26 @@ func (s *followSummary) event(w io.Writer, e journal.Event, raw []byte) error {
 			line += ": " + redact.Secrets(oneLine(ev.Message))
 		}
 		s.divergence, s.message = ev.Divergence, ev.Message
+	case runevent.SuiteProgress:
+		var p suite.Progress
+		if json.Unmarshal(raw, &p) == nil {
+			line += fmt.Sprintf("  %d/%d done: %d pass, %d fail, %d error", p.Done, p.Total, p.ByStatus[suite.Pass], p.ByStatus[suite.Fail], p.ByStatus[suite.Error])
+		}
+	case runevent.SuitePlan:
+		var p suite.Plan
+		if json.Unmarshal(raw, &p) == nil {
+			line += fmt.Sprintf("  %s × %s = %s", count(len(p.Cases), "case", "cases"), count(len(p.Arms), "arm", "arms"), count(p.Total, "child", "children"))
+		}
+	case runevent.SuiteOutcome:
+		var o suite.Outcome
+		if err := json.Unmarshal(raw, &o); err != nil {
+			return fmt.Errorf("enqueue: suite:outcome of event %d: %w", ev.RunSeq, err)
+		}
+		s.suite = &o
+		line += "  " + o.Status
+		if o.Code != "" {
+			line += " " + string(o.Code)
+		}
 	case runevent.CaseOutcome:
 		var o replay.Outcome
 		if err := json.Unmarshal(raw, &o); err != nil {
@@ -345,6 +384,9 @@ func (s *followSummary) event(w io.Writer, e journal.Event, raw []byte) error {
 // not diverge, the detail of its cause's change, as case run's table does.
 func (s *followSummary) write(w io.Writer, runID string, end client.End) error {
 	fmt.Fprintln(w)
+	if s.suite != nil {
+		return writeSuiteOutcome(w, *s.suite)
+	}
 	d := s.divergence
 	if s.outcome != nil {
 		writeOutcome(w, *s.outcome, "")

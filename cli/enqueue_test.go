@@ -222,3 +222,58 @@ func TestEnqueueErrorReply(t *testing.T) {
 		t.Fatalf("reply %+v", got)
 	}
 }
+
+// TestEnqueueRunSuite follows a run_suite: the JSON lines end with the
+// suite's suite:outcome and run:error suite_failed (exit 3) when an arm
+// diverges; the table groups the failure by code and call and totals the
+// arms.
+func TestEnqueueRunSuite(t *testing.T) {
+	t.Parallel()
+	st := memstore.New(memstore.Options{})
+	f, err := os.Open("../testdata/cases/checkout-recorded.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c, err := bundle.Read(f, bundle.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Save(context.Background(), st, c); err != nil {
+		t.Fatal(err)
+	}
+	e := startWorkerWith(t, st, nil)
+	body := `{"target_name":"checkout","cases":{"bundles":["` + string(c.Hash()) + `"]},"arms":[` +
+		`{"name":"as-recorded","options":{"replay_only":true}},` +
+		`{"name":"qty5","options":{"replay_only":true,"inputs":{"qty":5}}}]}`
+	r := e.run("run_suite", "--body", body, "--follow", "--timeout", "60s")
+	if r.code != 3 || r.stderr != "" {
+		t.Fatalf("want exit 3\n%s", r)
+	}
+	lines := decodeLines[map[string]any](t, r)
+	end := lines[len(lines)-1]
+	if lines[0]["status"] != "ok" || end["kind"] != "run:error" || end["code"] != "suite_failed" {
+		t.Fatalf("want an ok reply and run:error suite_failed\n%s", r)
+	}
+	var outcome map[string]any
+	for _, l := range lines {
+		if l["kind"] == "suite:outcome" {
+			outcome = l
+		}
+	}
+	byStatus, _ := outcome["by_status"].(map[string]any)
+	if outcome == nil || byStatus["pass"] != 1.0 || byStatus["pass"].(float64)+byStatus["fail"].(float64)+byStatus["error"].(float64) != 2 {
+		t.Fatalf("suite:outcome %v\n%s", outcome, r)
+	}
+	// The same suite again (a new message) as a table.
+	r = e.run("run_suite", "--body", body, "--follow", "--format", "table", "--timeout", "60s")
+	if r.code != 3 {
+		t.Fatalf("want exit 3\n%s", r)
+	}
+	for _, want := range []string{"suite:plan", "1 case × 2 arms = 2 children", "fail suite_failed", "2 (1 case × 2 arms): 1 pass",
+		"COUNT", "step:quote:0", "qty5", "as-recorded  1", "qty5 against as-recorded: 1 case differ"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("table lacks %q\n%s", want, r.stdout)
+		}
+	}
+}
