@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/pyrula/caseworker/bundle"
@@ -321,4 +323,62 @@ func CheckNamespace(ns string) error {
 		return fmt.Errorf("%w: namespace %q has a character outside [A-Za-z0-9._:-]", ErrInvalid, ns)
 	}
 	return nil
+}
+
+// FinishedQuery selects finished runs of one target (Lister.Finished).
+type FinishedQuery struct {
+	// Target is the target_name of the runs; required.
+	Target string
+	// Status is the terminal status of the runs; StatusComplete when empty.
+	Status Status
+	// After and Before bound when the runs finished: After ≤ finished_at <
+	// Before; a zero time does not bound.
+	After, Before time.Time
+}
+
+// Matches reports whether meta m is a run q selects.
+func (q FinishedQuery) Matches(m Meta) bool {
+	status := q.Status
+	if status == "" {
+		status = StatusComplete
+	}
+	return m.TargetName == q.Target && m.Status == status && !m.FinishedAt.IsZero() &&
+		(q.After.IsZero() || !m.FinishedAt.Before(q.After)) && (q.Before.IsZero() || m.FinishedAt.Before(q.Before))
+}
+
+// RunRef names a finished run and when it finished.
+type RunRef struct {
+	RunID      string
+	FinishedAt time.Time
+}
+
+// Lister lists the finished runs a journal holds, the live tier and its
+// archive together, each run once, in run id order. The journals of this
+// module implement it; a suite's journal selection needs it.
+type Lister interface {
+	Finished(ctx context.Context, q FinishedQuery) ([]RunRef, error)
+}
+
+// ArchiveLister lists the runs an Archive holds under namespace, in run id
+// order; pgarchive implements it.
+type ArchiveLister interface {
+	Finished(ctx context.Context, namespace string, q FinishedQuery) ([]RunRef, error)
+}
+
+// MergeRuns is the runs of a and b, each run id once (a's when both have
+// it), in run id order.
+func MergeRuns(a, b []RunRef) []RunRef {
+	seen := make(map[string]bool, len(a))
+	out := make([]RunRef, 0, len(a)+len(b))
+	for _, r := range a {
+		seen[r.RunID] = true
+		out = append(out, r)
+	}
+	for _, r := range b {
+		if !seen[r.RunID] {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(x, y RunRef) int { return strings.Compare(x.RunID, y.RunID) })
+	return out
 }

@@ -52,12 +52,12 @@ func TestMigrateEveryComponent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"archive/0001_archive", "archive/0002_case_bundles_external", "store/0001_case_bundles"}
+	want := []string{"archive/0001_archive", "archive/0002_case_bundles_external", "archive/0003_runs_by_target", "store/0001_case_bundles"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("applied %v, want %v", got, want)
 	}
 	p := connect(t, dsn)
-	if names := applied(t, p, "archive.schema_migrations"); !slices.Equal(names, []string{"0001_archive", "0002_case_bundles_external"}) {
+	if names := applied(t, p, "archive.schema_migrations"); !slices.Equal(names, []string{"0001_archive", "0002_case_bundles_external", "0003_runs_by_target"}) {
 		t.Errorf("archive.schema_migrations holds %v", names)
 	}
 	if names := applied(t, p, "archive.store_migrations"); !slices.Equal(names, []string{"0001_case_bundles"}) {

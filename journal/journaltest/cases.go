@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -872,6 +873,77 @@ func testFinishStatuses(t *testing.T, h *Harness) {
 		if ok, _ := evs[1].Field("stop_token", &token); !ok || string(token) != "null" {
 			t.Errorf("%s lost its null stop_token: %s", kind, eventJSON(t, evs[1]))
 		}
+	}
+}
+
+// testFinished lists the finished runs of a target (journal.Lister): the
+// complete ones by default, another status when asked, bounded by when they
+// finished; never a running run or another target's.
+func testFinished(t *testing.T, h *Harness) {
+	f := setup(t, h)
+	l, ok := f.j.(journal.Lister)
+	if !ok {
+		t.Fatalf("%T does not list its finished runs", f.j)
+	}
+	target := newID("listed")
+	start := func(target string) (string, journal.Lease) {
+		id := newID("run")
+		lease, err := f.j.Create(f.ctx, journal.CreateParams{RunID: id, TargetName: target, CodeVersion: "v1", Owner: "w"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id, lease
+	}
+	finish := func(lease journal.Lease, kind journal.Kind) {
+		if _, err := f.j.Finish(f.ctx, lease, journal.Batch{Events: []journal.Event{mkEvent(kind, map[string]any{"code": "runtime_error", "message": "m"})}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var complete []string
+	for range 3 {
+		id, lease := start(target)
+		finish(lease, runevent.RunComplete)
+		complete = append(complete, id)
+	}
+	failed, lease := start(target)
+	finish(lease, runevent.RunError)
+	start(target) // running
+	_, other := start(newID("other"))
+	finish(other, runevent.RunComplete)
+	slices.Sort(complete)
+	ids := func(refs []journal.RunRef) []string {
+		out := []string{}
+		for _, r := range refs {
+			out = append(out, r.RunID)
+		}
+		return out
+	}
+	got, err := l.Finished(f.ctx, journal.FinishedQuery{Target: target})
+	if err != nil || !slices.Equal(ids(got), complete) {
+		t.Fatalf("Finished(%s) = %v, %v; want the complete runs %v", target, ids(got), err, complete)
+	}
+	for i, r := range got {
+		if m := f.meta(t, r.RunID); !r.FinishedAt.Equal(m.FinishedAt) {
+			t.Errorf("run %d finished at %v, its meta says %v", i, r.FinishedAt, m.FinishedAt)
+		}
+	}
+	if got, err := l.Finished(f.ctx, journal.FinishedQuery{Target: target, Status: journal.StatusError}); err != nil || !slices.Equal(ids(got), []string{failed}) {
+		t.Fatalf("Finished(%s, error) = %v, %v; want [%s]", target, ids(got), err, failed)
+	}
+	bound := f.meta(t, complete[1]).FinishedAt
+	var after, before []string
+	for _, id := range complete {
+		if f.meta(t, id).FinishedAt.Before(bound) {
+			before = append(before, id)
+		} else {
+			after = append(after, id)
+		}
+	}
+	if got, err := l.Finished(f.ctx, journal.FinishedQuery{Target: target, After: bound}); err != nil || !slices.Equal(ids(got), after) {
+		t.Fatalf("Finished after %v = %v, %v; want %v", bound, ids(got), err, after)
+	}
+	if got, err := l.Finished(f.ctx, journal.FinishedQuery{Target: target, Before: bound}); err != nil || !slices.Equal(ids(got), append([]string{}, before...)) {
+		t.Fatalf("Finished before %v = %v, %v; want %v", bound, ids(got), err, before)
 	}
 }
 

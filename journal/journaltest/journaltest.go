@@ -104,6 +104,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"TakeoverDuringAppends", testTakeoverDuringAppends},
 		{"Finish", testFinish},
 		{"FinishStatuses", testFinishStatuses},
+		{"Finished", testFinished},
 		{"CompletedTTL", testCompletedTTL},
 		{"ExpiredRun", testExpired},
 		{"Cancelled", testCancelled},

@@ -288,3 +288,57 @@ func TestConcurrentPut(t *testing.T) {
 		t.Errorf("Events = %d, %v", len(evs), err)
 	}
 }
+
+// TestFinished lists the archived runs of a target (journal.ArchiveLister)
+// by status and by when they finished, in run id order, and only the
+// namespace's.
+func TestFinished(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	ns := testenv.UniqueName(t, "pf")
+	a := archivetest.New(t, ns)
+	l, ok := a.(journal.ArchiveLister)
+	if !ok {
+		t.Fatalf("%T does not list its runs", a)
+	}
+	base := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+	put := func(ns, id, target string, status journal.Status, finished time.Time) {
+		r := finishedRun(t, ns, id, 2)
+		r.Meta.TargetName, r.Meta.Status, r.Meta.FinishedAt = target, status, finished
+		if status == journal.StatusError {
+			r.Events[1].Kind = runevent.RunError
+		}
+		if err := a.Put(ctx, r); err != nil {
+			t.Fatalf("Put %s: %v", id, err)
+		}
+	}
+	put(ns, "run-c", "checkout", journal.StatusComplete, base.Add(3*time.Second))
+	put(ns, "run-a", "checkout", journal.StatusComplete, base.Add(time.Second))
+	put(ns, "run-b", "checkout", journal.StatusError, base.Add(2*time.Second))
+	put(ns, "run-d", "triage", journal.StatusComplete, base)
+	ids := func(q journal.FinishedQuery) []string {
+		refs, err := l.Finished(ctx, ns, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []string{}
+		for _, r := range refs {
+			out = append(out, r.RunID)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		q    journal.FinishedQuery
+		want []string
+	}{
+		{journal.FinishedQuery{Target: "checkout"}, []string{"run-a", "run-c"}},
+		{journal.FinishedQuery{Target: "checkout", Status: journal.StatusError}, []string{"run-b"}},
+		{journal.FinishedQuery{Target: "checkout", After: base.Add(2 * time.Second)}, []string{"run-c"}},
+		{journal.FinishedQuery{Target: "checkout", Before: base.Add(3 * time.Second)}, []string{"run-a"}},
+		{journal.FinishedQuery{Target: "nothing"}, []string{}},
+	} {
+		if got := ids(c.q); !slices.Equal(got, c.want) {
+			t.Errorf("Finished(%+v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+}

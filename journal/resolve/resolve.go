@@ -178,3 +178,13 @@ func connect(url string, settings valkeyconn.Settings) (valkey.Client, error) {
 	}
 	return c, nil
 }
+
+// Finished implements journal.Lister when the live journal does (every
+// journal Open opens).
+func (j *Journal) Finished(ctx context.Context, q journal.FinishedQuery) ([]journal.RunRef, error) {
+	l, ok := j.Journal.(journal.Lister)
+	if !ok {
+		return nil, fmt.Errorf("journal: %T cannot list its finished runs", j.Journal)
+	}
+	return l.Finished(ctx, q)
+}
