@@ -1,5 +1,7 @@
 package messages
 
+import "time"
+
 // RunSuiteBody is the body of run_suite: case runs of the cases a
 // selection names, each under every arm, under one budget. Each (case, arm)
 // is a child: an ordinary case run with a run id and events of its own.
@@ -32,13 +34,41 @@ const (
 	MaxSuiteChildren = 100_000
 )
 
-// SuiteCases selects a suite's cases: exactly one of Bundles and Store.
+// SuiteCases selects a suite's cases: exactly one of Bundles, Store and
+// Journal.
 type SuiteCases struct {
 	// Bundles are fixture hashes in the worker's fixture store.
 	Bundles []string `json:"bundles,omitempty"`
 	// Store selects every case of the suite's target in the fixture store.
 	Store *SuiteStoreCases `json:"store,omitempty"`
+	// Journal selects completed runs of the suite's target in the worker's
+	// journal (the archive included).
+	Journal *SuiteJournalCases `json:"journal,omitempty"`
 }
+
+// SuiteJournalCases selects the completed runs of the suite's target in the
+// worker's journal, live and archived, in run id order.
+type SuiteJournalCases struct {
+	// After and Before bound when the runs finished: After ≤ finished_at <
+	// Before (RFC 3339); absent does not bound.
+	After  time.Time `json:"after,omitzero"`
+	Before time.Time `json:"before,omitzero"`
+	// Sample, when above 0 and below the runs found, keeps Sample of them
+	// drawn with Seed: the same runs and seed draw the same sample.
+	Sample int    `json:"sample,omitempty"`
+	Seed   uint64 `json:"seed,omitempty"`
+	// Fork is where each run's case forks: ForkAfterStart (the default:
+	// right after the run's first run:start, so that every call is replayed
+	// against the recording) or ForkInputsOnly (the inputs alone: every
+	// call goes down the ladder).
+	Fork string `json:"fork,omitempty"`
+}
+
+// The forks of a suite's journal cases.
+const (
+	ForkAfterStart = "after_start"
+	ForkInputsOnly = "inputs_only"
+)
 
 // SuiteStoreCases selects the fixture store's cases of the suite's target,
 // in hash order; Limit, when above 0, keeps the first Limit.

@@ -13,6 +13,7 @@
 package suite
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 
@@ -26,8 +27,16 @@ type Plan struct {
 	Type    string `json:"type"`
 	SuiteID string `json:"suite_id"`
 	Target  string `json:"target"`
-	// Cases are the selected cases, by fixture hash, in selection order.
+	// Source is where the cases come from: "bundles" (the fixture store)
+	// or "journal" (recorded runs, each case rebuilt from its run).
+	Source string `json:"source"`
+	// Cases are the selected cases, in selection order: fixture hashes, or
+	// run ids for a journal source.
 	Cases []string `json:"cases"`
+	// Forks, for a journal source forked after each run's start, are the
+	// run_seq each case forks after (its run's first run:start); absent
+	// when each case keeps only its run's inputs.
+	Forks []int64 `json:"forks,omitempty"`
 	// Arms are the arms' names, in the body's order.
 	Arms []string `json:"arms"`
 	// Total is the number of children: len(Cases) × len(Arms).
@@ -39,9 +48,27 @@ type Plan struct {
 // PlanType is the type of a suite:plan line.
 const PlanType = "suite_plan"
 
-// NewPlan is the plan of suite suiteID of body b over cases.
-func NewPlan(suiteID string, b messages.RunSuiteBody, cases []string) Plan {
-	p := Plan{Type: PlanType, SuiteID: suiteID, Target: b.TargetName, Cases: cases, MinCases: 1}
+// The sources of a plan's cases.
+const (
+	SourceBundles = "bundles"
+	SourceJournal = "journal"
+)
+
+// Selection is what a suite's cases selected: the case ids (fixture hashes,
+// or run ids for SourceJournal) and, for runs forked after their start,
+// each one's fork.
+type Selection struct {
+	Source string
+	Cases  []string
+	Forks  []int64
+}
+
+// NewPlan is the plan of suite suiteID of body b over the selection sel.
+func NewPlan(suiteID string, b messages.RunSuiteBody, sel Selection) Plan {
+	p := Plan{Type: PlanType, SuiteID: suiteID, Target: b.TargetName, Source: cmp.Or(sel.Source, SourceBundles), Cases: sel.Cases, Forks: sel.Forks, MinCases: 1}
+	if p.Cases == nil {
+		p.Cases = []string{}
+	}
 	if b.MinCases != nil {
 		p.MinCases = *b.MinCases
 	}
@@ -95,3 +122,15 @@ func ChildRunID(suiteID string, arm, c int) string {
 // MaxSuiteIDBytes is the longest suite id: a child's run id appends at
 // most 14 bytes and must stay within a run id's 200.
 const MaxSuiteIDBytes = 180
+
+// SourceOf is the run_case source of case c of the plan.
+func (p Plan) SourceOf(c int) messages.RunCaseSource {
+	if p.Source != SourceJournal {
+		return messages.RunCaseSource{Bundle: &messages.BundleSource{FixtureHash: p.Cases[c]}}
+	}
+	fork := messages.InputsOnly()
+	if c < len(p.Forks) {
+		fork = messages.ForkAfter(p.Forks[c])
+	}
+	return messages.RunCaseSource{Journal: &messages.JournalSource{RunID: p.Cases[c], ForkAfterSeq: fork}}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/journal"
@@ -27,8 +28,12 @@ func (in *Intake) runSuite(ctx context.Context, env messages.Envelope) (any, err
 	if err := in.checkSuite(b); err != nil {
 		return nil, err
 	}
-	if _, err := in.deps.FixtureStore(b.FixtureStore); err != nil {
-		return nil, err
+	if b.Cases.Journal == nil {
+		// Bundles are read from the fixture store; a journal selection
+		// rebuilds each case from the journal and needs none.
+		if _, err := in.deps.FixtureStore(b.FixtureStore); err != nil {
+			return nil, err
+		}
 	}
 	res, err := in.submit(ctx, env, b.SuiteID, "suite_", b.TargetName, nil)
 	if err != nil {
@@ -58,8 +63,15 @@ func (in *Intake) checkSuite(b messages.RunSuiteBody) error {
 	}
 	cases := len(b.Cases.Bundles)
 	switch {
-	case (len(b.Cases.Bundles) > 0) == (b.Cases.Store != nil):
-		return messages.Errorf(messages.InvalidOverrides, "cases must have exactly one of bundles (a non-empty list of fixture hashes) and store")
+	case sources(b.Cases) != 1:
+		return messages.Errorf(messages.InvalidOverrides, "cases must have exactly one of bundles (a non-empty list of fixture hashes), store and journal")
+	case b.Cases.Journal != nil && b.Cases.Journal.Sample < 0:
+		return messages.Errorf(messages.InvalidOverrides, "cases.journal.sample %d is negative", b.Cases.Journal.Sample)
+	case b.Cases.Journal != nil && !b.Cases.Journal.After.IsZero() && !b.Cases.Journal.Before.IsZero() && !b.Cases.Journal.After.Before(b.Cases.Journal.Before):
+		return messages.Errorf(messages.InvalidOverrides, "cases.journal.after %s is not before cases.journal.before %s",
+			b.Cases.Journal.After.Format(time.RFC3339), b.Cases.Journal.Before.Format(time.RFC3339))
+	case b.Cases.Journal != nil && b.Cases.Journal.Fork != "" && b.Cases.Journal.Fork != messages.ForkAfterStart && b.Cases.Journal.Fork != messages.ForkInputsOnly:
+		return messages.Errorf(messages.InvalidOverrides, "cases.journal.fork %q is not %s or %s", b.Cases.Journal.Fork, messages.ForkAfterStart, messages.ForkInputsOnly)
 	case b.Cases.Store != nil && b.Cases.Store.Limit < 0:
 		return messages.Errorf(messages.InvalidOverrides, "cases.store.limit %d is negative", b.Cases.Store.Limit)
 	case len(b.Arms) == 0:
@@ -110,4 +122,15 @@ func (in *Intake) checkSuite(b messages.RunSuiteBody) error {
 		}
 	}
 	return nil
+}
+
+// sources counts the selections a suite's cases name.
+func sources(c messages.SuiteCases) int {
+	n := 0
+	for _, named := range []bool{len(c.Bundles) > 0, c.Store != nil, c.Journal != nil} {
+		if named {
+			n++
+		}
+	}
+	return n
 }

@@ -295,12 +295,20 @@ func (x *Executor) Execute(ctx context.Context, d consumer.Delivery) consumer.Ve
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); x.keepAlive(runCtx, cancel, runID, e.ID, log) }()
-	status, err := x.run(runCtx, runID, log)
+	status, typ, err := x.run(runCtx, runID, log)
 	cancel(nil)
 	wg.Wait()
 	switch {
 	case err == nil:
 		log.Info("run ended", zap.String("status", string(status)))
+		if typ == messages.RunSuite && status == host.StatusSuspended {
+			// From now on a wake of the suite executes it, here too; then
+			// check its children once more (recheckSuite).
+			x.running.Remove(runID)
+			if err := x.recheckSuite(ctx, runID); err != nil {
+				log.Warn("check the suite's children once more; a child's entry wakes it", zap.Error(err))
+			}
+		}
 		return acked(x.ack(ctx, e.ID))
 	case errors.Is(context.Cause(runCtx), errLeaseLost) || errors.Is(err, journal.ErrLeaseLost):
 		log.Warn("the run's lease was lost; another worker has it", zap.Error(err))
@@ -449,21 +457,23 @@ func (x *Executor) keepAlive(ctx context.Context, cancel context.CancelCauseFunc
 }
 
 // run executes run runID (its lease adopted by x.log) as its run:submitted
-// event says: start_run or run_case. It returns the run's status once it
-// finished (terminal event written) or was suspended; an error means
-// neither (shutdown, lost lease or a transient failure).
-func (x *Executor) run(ctx context.Context, runID string, log *zap.Logger) (host.Status, error) {
+// event says: start_run, run_case or run_suite (the suite's coordinator).
+// It returns the run's status once it finished (terminal event written) or
+// was suspended, and the type it was submitted with; an error means
+// neither (shutdown, lost lease or a transient failure). A suite's child
+// that finished is noted done in its suite (childDone).
+func (x *Executor) run(ctx context.Context, runID string, log *zap.Logger) (host.Status, messages.MessageType, error) {
 	sub, err := runwire.Submitted(ctx, x.journal, runID)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	meta, err := x.journal.Meta(ctx, runID)
 	if err != nil {
-		return "", fmt.Errorf("read run %s: %w", runID, err)
+		return "", "", fmt.Errorf("read run %s: %w", runID, err)
 	}
 	typ, err := runType(sub)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	var out host.Outcome
 	switch typ {
@@ -475,30 +485,27 @@ func (x *Executor) run(ctx context.Context, runID string, log *zap.Logger) (host
 		out, err = x.startRun(ctx, meta, sub.Extra[runwire.FieldRequest])
 	}
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
 	if out.Status == host.StatusSuspended {
 		if err := x.log.Release(rctx, runID, journal.StatusSuspended); err != nil {
-			return "", err
+			return "", "", err
 		}
 		if typ == messages.RunSuite {
-			if err := x.recheckSuite(rctx, runID); err != nil {
-				log.Warn("check the suite's children once more; a child's entry wakes it", zap.Error(err))
-			}
-			return out.Status, nil // not finished: counted once it ends
+			return out.Status, typ, nil // not finished: counted once it ends
 		}
 	}
 	if ref, ok := suiteRefOf(sub); ok && out.Status != host.StatusSuspended {
 		if err := x.childDone(rctx, runID, ref); err != nil {
 			// The entry stays pending: its redelivery finds the run
 			// finished and notes it again (Execute).
-			return "", err
+			return "", "", err
 		}
 	}
 	x.report.RunFinished(typ, out)
-	return out.Status, nil
+	return out.Status, typ, nil
 }
 
 // errUnrunnable marks a run the executor can never execute as submitted:

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -85,14 +87,14 @@ func (x *Executor) runSuite(ctx context.Context, meta journal.Meta, request json
 		return x.fail(ctx, meta, messages.RuntimeError, err.Error(), nil)
 	}
 	if !planned {
-		cases, err := x.selectCases(ctx, b)
+		sel, err := x.selectCases(ctx, b)
 		if me := messages.AsError(err); me != nil {
 			return x.fail(ctx, meta, me.Code, me.Message, nil)
 		}
 		if err != nil {
 			return host.Outcome{}, err
 		}
-		plan = suite.NewPlan(meta.RunID, b, cases)
+		plan = suite.NewPlan(meta.RunID, b, sel)
 		if err := x.appendLine(ctx, meta, plan.Event); err != nil {
 			return host.Outcome{}, err
 		}
@@ -157,36 +159,107 @@ func (x *Executor) appendLine(ctx context.Context, meta journal.Meta, line func(
 	return nil
 }
 
-// selectCases are the fixture hashes a run_suite body selects: its list,
-// or the fixture store's cases of its target in hash order.
-func (x *Executor) selectCases(ctx context.Context, b messages.RunSuiteBody) ([]string, error) {
+// selectCases are the cases a run_suite body selects: its list of
+// bundles, the fixture store's cases of its target in hash order, or the
+// completed runs of its target in the journal (selectRuns).
+func (x *Executor) selectCases(ctx context.Context, b messages.RunSuiteBody) (suite.Selection, error) {
+	if b.Cases.Journal != nil {
+		return x.selectRuns(ctx, b.TargetName, *b.Cases.Journal)
+	}
 	s, err := x.deps.FixtureStore(b.FixtureStore)
 	if err != nil {
-		return nil, err
+		return suite.Selection{}, err
 	}
 	if b.Cases.Store == nil {
-		return b.Cases.Bundles, nil
+		return suite.Selection{Source: suite.SourceBundles, Cases: b.Cases.Bundles}, nil
 	}
-	var cases []string
+	sel := suite.Selection{Source: suite.SourceBundles}
 	for info, err := range s.List(ctx) {
 		if err != nil {
-			return nil, fmt.Errorf("list the fixture store: %w", err)
+			return suite.Selection{}, fmt.Errorf("list the fixture store: %w", err)
 		}
 		cb, err := store.Load(ctx, s, info.Hash)
 		if errors.Is(err, store.ErrNotFound) || messages.AsError(err) != nil {
 			continue // deleted meanwhile, or unreadable: not a case to run
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", info.Hash, err)
+			return suite.Selection{}, fmt.Errorf("read %s: %w", info.Hash, err)
 		}
 		if cb.Manifest().TargetName == b.TargetName {
-			cases = append(cases, string(info.Hash))
+			sel.Cases = append(sel.Cases, string(info.Hash))
 		}
 	}
-	if l := b.Cases.Store.Limit; l > 0 && len(cases) > l {
-		cases = cases[:l]
+	if l := b.Cases.Store.Limit; l > 0 && len(sel.Cases) > l {
+		sel.Cases = sel.Cases[:l]
 	}
-	return cases, nil
+	return sel, nil
+}
+
+// selectRuns selects the completed runs of target in the journal (live
+// and archived) that finished in the body's bounds, leaving out case runs
+// and suites (their events hold a case:outcome or a suite:plan: they are
+// not recordings of the target) and runs gone since they were listed; then
+// a seeded sample of them when asked (drawn from the runs in run id order,
+// kept in that order), each forked after its first run:start unless the
+// body keeps the inputs only.
+func (x *Executor) selectRuns(ctx context.Context, target string, q messages.SuiteJournalCases) (suite.Selection, error) {
+	l, ok := x.journal.(journal.Lister)
+	if !ok {
+		return suite.Selection{}, messages.Errorf(messages.InvalidOverrides, "this worker's journal cannot list its runs")
+	}
+	refs, err := l.Finished(ctx, journal.FinishedQuery{Target: target, After: q.After, Before: q.Before})
+	if err != nil {
+		return suite.Selection{}, err
+	}
+	var recorded []string
+	var forks []int64
+	for _, r := range refs {
+		events, _, err := x.journal.Events(ctx, r.RunID)
+		if errors.Is(err, journal.ErrRunNotFound) {
+			continue
+		}
+		if err != nil {
+			return suite.Selection{}, fmt.Errorf("read run %s: %w", r.RunID, err)
+		}
+		if fork, ok := recordedRun(events); ok {
+			recorded, forks = append(recorded, r.RunID), append(forks, fork)
+		}
+	}
+	keep := make([]int, len(recorded))
+	for i := range keep {
+		keep[i] = i
+	}
+	if q.Sample > 0 && q.Sample < len(recorded) {
+		rng := rand.New(rand.NewPCG(q.Seed, q.Seed^0x9e3779b97f4a7c15))
+		keep = rng.Perm(len(recorded))[:q.Sample]
+		slices.Sort(keep)
+	}
+	sel := suite.Selection{Source: suite.SourceJournal, Cases: []string{}}
+	for _, i := range keep {
+		sel.Cases = append(sel.Cases, recorded[i])
+		if q.Fork != messages.ForkInputsOnly {
+			sel.Forks = append(sel.Forks, forks[i])
+		}
+	}
+	return sel, nil
+}
+
+// recordedRun reports whether a finished run's events are a recording of
+// its target (no case:outcome, no suite:plan), and the run_seq of its first
+// run:start.
+func recordedRun(events []journal.Event) (int64, bool) {
+	fork := int64(-1)
+	for _, ev := range events {
+		switch ev.Kind {
+		case runevent.CaseOutcome, runevent.SuitePlan:
+			return 0, false
+		case runevent.RunStart:
+			if fork < 0 {
+				fork = ev.RunSeq
+			}
+		}
+	}
+	return fork, fork >= 0
 }
 
 // submitChildren creates every child of plan not created yet (a run_case
@@ -215,8 +288,7 @@ func (x *Executor) submitChildren(ctx context.Context, meta journal.Meta, b mess
 		child := plan.Child(i)
 		arm := b.Arms[child.Arm]
 		req, err := json.Marshal(messages.RunCaseBody{RunID: child.RunID, TargetName: plan.Target,
-			Source:  messages.RunCaseSource{Bundle: &messages.BundleSource{FixtureHash: plan.Cases[child.Case]}},
-			Options: arm.Options, FixtureStore: b.FixtureStore})
+			Source: plan.SourceOf(child.Case), Options: arm.Options, FixtureStore: b.FixtureStore})
 		if err != nil {
 			return fmt.Errorf("encode child %s: %w", child.RunID, err)
 		}
@@ -378,9 +450,10 @@ func (x *Executor) wake(ctx context.Context, suiteID string) error {
 	return nil
 }
 
-// recheckSuite is called once a coordinator suspended itself: a child that
-// ended while it held the suite may have found it leased and its wake
-// retried later, so when every child is done now it wakes the suite again.
+// recheckSuite is called once a coordinator suspended itself and no longer
+// counts as executing here: a child that ended while it held the suite may
+// have had its wake acked unexecuted (Execute), so when every child is done
+// now it wakes the suite again.
 func (x *Executor) recheckSuite(ctx context.Context, suiteID string) error {
 	c := x.client
 	res := c.DoMulti(ctx, c.B().Scard().Key(x.suiteDoneKey(suiteID)).Build(), c.B().Hget().Key(x.suiteKey(suiteID)).Field("total").Build())
