@@ -154,11 +154,13 @@ func Summarize(p Plan, results []Result, durationMS int64) Outcome {
 	groups := map[string]*Group{}
 	for i, r := range byIndex {
 		child := p.Child(i)
+		v := Error
 		if r == nil {
 			r = &Result{Child: child, Outcome: replay.Outcome{Status: host.StatusError, Code: string(messages.RuntimeError),
 				Message: "the child ended without a case:outcome"}}
+		} else {
+			v = r.Verdict()
 		}
-		v := r.Verdict()
 		verdicts[i] = v
 		o.ByStatus[v]++
 		a := &o.Arms[child.Arm]

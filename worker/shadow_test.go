@@ -12,12 +12,14 @@ import (
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/flow/journallog"
+	"github.com/pyrula/caseworker/internal/testenv"
 	"github.com/pyrula/caseworker/internal/testwait"
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/runevent"
 	"github.com/pyrula/caseworker/suite"
 	"github.com/pyrula/caseworker/worker"
+	"github.com/valkey-io/valkey-go"
 )
 
 // routerPaths is how many code paths the router target has.
@@ -60,10 +62,21 @@ func registerRouter(version string) func(*flow.Registry) error {
 // selected from the journal. The suite reports exactly the runs of the two
 // changed paths, in one group that names the call and the field, with no
 // live call; a second suite of a seeded sample of 100 draws the same runs
-// again.
+// again. The same with 300 runs on the Valkey Cluster.
 func TestShadowSuiteFromJournal(t *testing.T) {
 	t.Parallel()
-	e := setupRegistered(t, nil, func(c *worker.Config) { c.RunConcurrency = 8 }, registerRouter("v2"))
+	t.Run("single", func(t *testing.T) {
+		t.Parallel()
+		shadowSuite(t, testenv.ValkeyClient(t), 1000)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		shadowSuite(t, testenv.ValkeyClusterClient(t), 300)
+	})
+}
+
+func shadowSuite(t *testing.T, c valkey.Client, runs int) {
+	e := setupOn(t, c, nil, func(c *worker.Config) { c.RunConcurrency = 8 }, registerRouter("v2"))
 	for _, name := range []string{"c2", "c3"} {
 		w := *e
 		w.cfg.ConsumerName = name
@@ -86,7 +99,6 @@ func TestShadowSuiteFromJournal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const runs = 1000
 	changed := map[string]bool{}
 	for i := range runs {
 		id := fmt.Sprintf("run-%04d", i)
@@ -105,6 +117,9 @@ func TestShadowSuiteFromJournal(t *testing.T) {
 	res := suiteResult(t, e.waitReplies(1)[0])
 	events := e.waitRun(res.SuiteID, 120*time.Second)
 	t.Logf("a shadow suite of %d runs on 3 workers took %v", runs, time.Since(start))
+	if len(changed) != runs/10 {
+		t.Fatalf("%d runs on the changed paths, want %d", len(changed), runs/10)
+	}
 	o := suiteOutcome(t, events)
 	if o.Cases != runs || o.ByStatus[suite.Pass] != runs-len(changed) || o.ByStatus[suite.Fail] != len(changed) || o.LiveCalls != 0 {
 		t.Fatalf("outcome: %d cases, %v, %d live calls; want %d, %d fail, none live", o.Cases, o.ByStatus, o.LiveCalls, runs, len(changed))
