@@ -22,6 +22,8 @@ type metrics struct {
 	duplicates   prometheus.Counter
 	runsInFlight prometheus.Gauge
 	runs         *prometheus.CounterVec
+	// suiteChildren counts suites' children noted done here, by verdict.
+	suiteChildren *prometheus.CounterVec
 	// groupRecreated counts consumer groups created again after their
 	// group or stream was deleted (group.go), by stream.
 	groupRecreated *prometheus.CounterVec
@@ -131,8 +133,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pyrula_worker_runs_total",
-			Help: "Runs that ended (finished or suspended) on this worker, by kind (live or case), status and reason code.",
+			Help: "Runs that ended (finished or suspended) on this worker, by kind (live, case or suite: a suite's coordinator), status and reason code.",
 		}, []string{"kind", "status", "code"}),
+		suiteChildren: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pyrula_worker_suite_children_total",
+			Help: "Children of suites (case runs) that ended on this worker, by verdict: pass, fail or error (could not run).",
+		}, []string{"verdict"}),
 		groupRecreated: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pyrula_worker_group_recreated_total",
 			Help: "Consumer groups this worker created again because the group or its stream was deleted under it (XGROUP DESTROY, DEL), by stream (case or runs).",
@@ -175,7 +181,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		ConstLabels: prometheus.Labels{"version": version.Version},
 	})
 	buildInfo.Set(1)
-	for _, c := range []prometheus.Collector{m.messages, m.duration, m.inFlight, m.redeliveries, m.transient, m.deadLetters, m.duplicates, m.runsInFlight, m.runs, m.groupRecreated,
+	for _, c := range []prometheus.Collector{m.messages, m.duration, m.inFlight, m.redeliveries, m.transient, m.deadLetters, m.duplicates, m.runsInFlight, m.runs, m.suiteChildren, m.groupRecreated,
 		m.received, m.caseCalls, m.liveCost, m.storeDuration, m.storeErrors, m.bundleBytes, m.streams, m.streams.errors, buildInfo} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -3,6 +3,7 @@ package worker
 import (
 	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/suite"
 )
 
 // The kind label values of pyrula_worker_runs_total.
@@ -38,6 +39,9 @@ func (m *metrics) initSeries() {
 		m.transient.WithLabelValues(t)
 	}
 	m.transient.WithLabelValues("run")
+	for _, v := range []string{suite.Pass, suite.Fail, suite.Error} {
+		m.suiteChildren.WithLabelValues(v)
+	}
 	for _, k := range []string{runKindLive, runKindCase, runKindSuite} {
 		for _, s := range runEndStatuses {
 			m.runs.WithLabelValues(k, string(s), "")

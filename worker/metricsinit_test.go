@@ -34,7 +34,7 @@ func TestMetricsExportedAtZero(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The message and run series exist as soon as the worker is created.
-	types := []string{string(messages.SaveCase), string(messages.RunCase), string(messages.DeleteCaseBundle), string(messages.StartRun), "unknown"}
+	types := []string{string(messages.SaveCase), string(messages.RunCase), string(messages.DeleteCaseBundle), string(messages.StartRun), string(messages.RunSuite), "unknown"}
 	want := func(name string, labels ...string) {
 		t.Helper()
 		v, found := value(t, reg, name, labels...)
@@ -55,7 +55,10 @@ func TestMetricsExportedAtZero(t *testing.T) {
 			want("pyrula_worker_transient_failures_total", "type", typ)
 		}
 		want("pyrula_worker_transient_failures_total", "type", "run")
-		for _, kind := range []string{"live", "case"} {
+		for _, v := range []string{"pass", "fail", "error"} {
+			want("pyrula_worker_suite_children_total", "verdict", v)
+		}
+		for _, kind := range []string{"live", "case", "suite"} {
 			for _, st := range []host.Status{host.StatusComplete, host.StatusError, host.StatusCancelled, host.StatusSuspended} {
 				want("pyrula_worker_runs_total", "kind", kind, "status", string(st), "code", "")
 			}

@@ -47,6 +47,7 @@ func newExecutor(w *Worker) (*runexec.Executor, error) {
 				w.metrics.runs.WithLabelValues(kind, string(out.Status), string(out.Code)).Inc()
 			},
 			CaseOutcome: func(o replay.Outcome) { w.metrics.caseOutcome(o) },
+			SuiteChild:  func(verdict string) { w.metrics.suiteChildren.WithLabelValues(verdict).Inc() },
 		},
 	})
 }

@@ -116,6 +116,9 @@ type Report struct {
 	RunFinished func(typ messages.MessageType, out host.Outcome)
 	// CaseOutcome is told of a case run's outcome.
 	CaseOutcome func(o replay.Outcome)
+	// SuiteChild counts a suite's child noted done here (once per child,
+	// across redeliveries), by verdict.
+	SuiteChild func(verdict string)
 }
 
 // New returns the executor, with a lease owner unique to this process

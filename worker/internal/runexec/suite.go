@@ -433,6 +433,9 @@ func (x *Executor) childDone(ctx context.Context, runID string, ref runwire.Suit
 		return fmt.Errorf("note child %s of suite %s done: %v", runID, ref.SuiteID, err)
 	}
 	added, done, total := res[0] == 1, res[1], res[2]
+	if added {
+		x.report.SuiteChild(verdict)
+	}
 	step := max(total/20, 1)
 	if total > 0 && (done >= total || added && done%step == 0) {
 		return x.wake(ctx, ref.SuiteID)
