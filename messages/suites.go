@@ -1,6 +1,9 @@
 package messages
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // RunSuiteBody is the body of run_suite: case runs of the cases a
 // selection names, each under every arm, under one budget. Each (case, arm)
@@ -76,11 +79,40 @@ type SuiteStoreCases struct {
 	Limit int `json:"limit,omitempty"`
 }
 
-// SuiteArm is one way a suite runs each case: the options of a run_case.
+// SuiteArm is one way a suite runs each case: the options of a run_case,
+// and what each of its children's answers must hold to pass.
 type SuiteArm struct {
 	// Name names the arm in the suite's outcome; "arm<i>" when empty.
 	Name    string         `json:"name,omitempty"`
 	Options RunCaseOptions `json:"options"`
+	// Assert are checks on each child's result and spend (at most
+	// MaxSuiteAssertions): a child whose case run completed passes only
+	// when every one holds.
+	Assert []SuiteAssertion `json:"assert,omitempty"`
+}
+
+// MaxSuiteAssertions is the most assertions an arm has.
+const MaxSuiteAssertions = 20
+
+// SuiteAssertion is one check on a child: exactly one of Equals, Contains
+// and Matches on the value at Path in the run's result, or a bound on its
+// spend (MaxCostUSD) or live calls (MaxLiveCalls).
+type SuiteAssertion struct {
+	// Path is a JSON path into the run's result: "$" (the default, the
+	// whole result), "$.answer", "$.items[0].id", `$["a key"]`.
+	Path string `json:"path,omitempty"`
+	// Equals holds when the value is this JSON value (numbers compared as
+	// numbers, objects whatever their key order).
+	Equals json.RawMessage `json:"equals,omitempty"`
+	// Contains holds when the value is a string holding this text, or an
+	// array with this string among its elements.
+	Contains *string `json:"contains,omitempty"`
+	// Matches holds when the value is a string the RE2 pattern matches.
+	Matches *string `json:"matches,omitempty"`
+	// MaxCostUSD holds when the run's cost_usd is at most this.
+	MaxCostUSD *float64 `json:"max_cost_usd,omitempty"`
+	// MaxLiveCalls holds when the run's live_calls are at most this.
+	MaxLiveCalls *int `json:"max_live_calls,omitempty"`
 }
 
 // RunSuiteResult is the result of run_suite: the suite and the key of its

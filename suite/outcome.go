@@ -2,6 +2,7 @@ package suite
 
 import (
 	"cmp"
+	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,10 +24,28 @@ const (
 	Error = "error"
 )
 
-// Result is how one child ended: its case run's case:outcome line.
+// Result is how one child ended: its case run's case:outcome line, and
+// its result (the run:complete's; nil when the run did not complete).
 type Result struct {
 	Child   Child
 	Outcome replay.Outcome
+	Answer  json.RawMessage
+}
+
+// Judge is the child's verdict under its arm's assertions: the case run's
+// verdict (Verdict), and for a pass, Fail with the first assertion that
+// does not hold (its text and what was found).
+func (r Result) Judge(asserts []messages.SuiteAssertion) (verdict, assertion, found string) {
+	v := r.Verdict()
+	if v != Pass {
+		return v, "", ""
+	}
+	for _, a := range asserts {
+		if f := CheckAssertion(a, r.Answer, r.Outcome); f != "" {
+			return Fail, AssertionText(a), f
+		}
+	}
+	return Pass, "", ""
 }
 
 // Verdict is the child's pass, fail or error.
@@ -95,6 +114,11 @@ type Group struct {
 	Message string `json:"message,omitempty"`
 }
 
+// ReasonAssertion is the reason of a group of children whose case run
+// passed and whose answer failed an assertion of their arm; its call is
+// the assertion.
+const ReasonAssertion = "assertion"
+
 // MaxExamples is the most examples a group names.
 const MaxExamples = 5
 
@@ -154,12 +178,12 @@ func Summarize(p Plan, results []Result, durationMS int64) Outcome {
 	groups := map[string]*Group{}
 	for i, r := range byIndex {
 		child := p.Child(i)
-		v := Error
+		v, assertion, found := Error, "", ""
 		if r == nil {
 			r = &Result{Child: child, Outcome: replay.Outcome{Status: host.StatusError, Code: string(messages.RuntimeError),
 				Message: "the child ended without a case:outcome"}}
 		} else {
-			v = r.Verdict()
+			v, assertion, found = r.Judge(p.AssertsOf(child.Arm))
 		}
 		verdicts[i] = v
 		o.ByStatus[v]++
@@ -181,7 +205,10 @@ func Summarize(p Plan, results []Result, durationMS int64) Outcome {
 		}
 		o.CostUSD += out.CostUSD
 		o.LiveCalls += out.LiveCalls
-		if v != Pass {
+		switch {
+		case assertion != "":
+			addToGroup(groups, v, p, child, replay.Outcome{Reason: ReasonAssertion, Cause: assertion, Message: found})
+		case v != Pass:
 			addToGroup(groups, v, p, child, out)
 		}
 	}

@@ -39,6 +39,9 @@ type Plan struct {
 	Forks []int64 `json:"forks,omitempty"`
 	// Arms are the arms' names, in the body's order.
 	Arms []string `json:"arms"`
+	// Asserts are each arm's assertions, in the arms' order (absent when no
+	// arm has any).
+	Asserts [][]messages.SuiteAssertion `json:"asserts,omitempty"`
 	// Total is the number of children: len(Cases) × len(Arms).
 	Total int `json:"total"`
 	// MinCases is the least number of cases that counts as a suite.
@@ -72,8 +75,15 @@ func NewPlan(suiteID string, b messages.RunSuiteBody, sel Selection) Plan {
 	if b.MinCases != nil {
 		p.MinCases = *b.MinCases
 	}
+	asserts := false
 	for i, a := range b.Arms {
 		p.Arms = append(p.Arms, ArmName(a, i))
+		asserts = asserts || len(a.Assert) > 0
+	}
+	if asserts {
+		for _, a := range b.Arms {
+			p.Asserts = append(p.Asserts, a.Assert)
+		}
 	}
 	p.Total = len(p.Cases) * len(p.Arms)
 	return p
@@ -133,4 +143,12 @@ func (p Plan) SourceOf(c int) messages.RunCaseSource {
 		fork = messages.ForkAfter(p.Forks[c])
 	}
 	return messages.RunCaseSource{Journal: &messages.JournalSource{RunID: p.Cases[c], ForkAfterSeq: fork}}
+}
+
+// AssertsOf are the assertions of arm i.
+func (p Plan) AssertsOf(arm int) []messages.SuiteAssertion {
+	if arm < len(p.Asserts) {
+		return p.Asserts[arm]
+	}
+	return nil
 }

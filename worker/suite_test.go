@@ -281,3 +281,39 @@ func TestRunSuiteBudget(t *testing.T) {
 	}
 	testwait.Eventually(t, 20*time.Second, "nothing pending on the runs stream", func() bool { return e.runsPending() == 0 })
 }
+
+// A what-if suite passes or fails on the answers: two arms of the support
+// agent answering live, one asserting a reply the model does not give. Its
+// children's case runs complete in both arms; the asserting arm's fail in
+// one group that names the assertion and what the answer was. An
+// assertion that cannot be checked is refused before anything runs.
+func TestRunSuiteAssertions(t *testing.T) {
+	t.Parallel()
+	st := memstore.New(memstore.Options{})
+	hash := saveSample(t, st, "support-agent-recorded.json")
+	e, _ := setupScripted(t, st)
+	options := map[string]any{"model": "local-support-2", "from_start": true, "allow_write": []string{"tool:refund"}}
+	e.send("asserted", "run_suite", map[string]any{"target_name": "support_agent", "cases": map[string]any{"bundles": []string{hash}},
+		"arms": []map[string]any{
+			{"name": "done", "options": options, "assert": []map[string]any{{"path": "$.reply", "equals": "done"}, {"max_live_calls": 5}}},
+			{"name": "polite", "options": options, "assert": []map[string]any{{"path": "$.reply", "matches": "(?i)thank"}}},
+		}})
+	e.send("bad-assert", "run_suite", map[string]any{"target_name": "support_agent", "cases": map[string]any{"bundles": []string{hash}},
+		"arms": []map[string]any{{"options": options, "assert": []map[string]any{{"path": "$.reply", "equals": "a", "matches": "b"}}}}})
+	replies := map[string]messages.Reply{}
+	for _, r := range e.waitReplies(2) {
+		replies[r.MessageID] = r
+	}
+	if r := replies["bad-assert"]; r.Status != messages.StatusRefused || !strings.Contains(r.Message, "arms[0].assert[0] must have exactly one of") {
+		t.Fatalf("bad assertion: %+v", r)
+	}
+	o := suiteOutcome(t, e.waitRun(suiteResult(t, replies["asserted"]).SuiteID, 30*time.Second))
+	if o.ByStatus[suite.Pass] != 1 || o.ByStatus[suite.Fail] != 1 || len(o.Groups) != 1 {
+		t.Fatalf("outcome %v, groups %+v", o.ByStatus, o.Groups)
+	}
+	g := o.Groups[0]
+	if g.Reason != suite.ReasonAssertion || g.Call != `$.reply matches "(?i)thank"` || !slices.Equal(g.Arms, []string{"polite"}) ||
+		g.Message != `$.reply is "done", which "(?i)thank" does not match` {
+		t.Fatalf("group %+v", g)
+	}
+}

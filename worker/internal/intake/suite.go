@@ -104,6 +104,14 @@ func (in *Intake) checkSuite(b messages.RunSuiteBody) error {
 			return messages.Errorf(messages.InvalidOverrides, "arms[%d] is named %q, as arms[%d] is", i, name, j)
 		}
 		names[name] = i
+		if len(a.Assert) > messages.MaxSuiteAssertions {
+			return messages.Errorf(messages.InvalidOverrides, "arms[%d].assert has %d assertions, more than %d", i, len(a.Assert), messages.MaxSuiteAssertions)
+		}
+		for k, as := range a.Assert {
+			if err := suite.CheckAssertionShape(as); err != nil {
+				return messages.Errorf(messages.InvalidOverrides, "arms[%d].assert[%d] %v", i, k, err)
+			}
+		}
 		opts, err := runwire.CaseOptions(a.Options)
 		if me := messages.AsError(err); me != nil {
 			return messages.Errorf(me.Code, "arms[%d].%s", i, me.Message)

@@ -292,7 +292,7 @@ func (x *Executor) submitChildren(ctx context.Context, meta journal.Meta, b mess
 		if err != nil {
 			return fmt.Errorf("encode child %s: %w", child.RunID, err)
 		}
-		ref, err := json.Marshal(runwire.SuiteRef{SuiteID: meta.RunID, Index: i})
+		ref, err := json.Marshal(runwire.SuiteRef{SuiteID: meta.RunID, Index: i, Assert: arm.Assert})
 		if err != nil {
 			return fmt.Errorf("encode child %s: %w", child.RunID, err)
 		}
@@ -374,9 +374,14 @@ func (x *Executor) childOutcome(ctx context.Context, runID string) (suite.Result
 	if err != nil {
 		return suite.Result{}, false, fmt.Errorf("read child %s: %w", runID, err)
 	}
+	var answer json.RawMessage
 	for i := len(events) - 1; i >= 0; i-- {
-		if events[i].Kind == runevent.CaseOutcome {
+		switch events[i].Kind {
+		case runevent.RunComplete:
+			answer = events[i].Result
+		case runevent.CaseOutcome:
 			r, err := suite.CaseOutcomeOf(events[i])
+			r.Answer = answer
 			return r, err == nil, err
 		}
 	}
@@ -424,7 +429,8 @@ func (x *Executor) childDone(ctx context.Context, runID string, ref runwire.Suit
 	}
 	verdict, nusd := suite.Error, int64(0)
 	if ok {
-		verdict, nusd = r.Verdict(), int64(float64(r.Outcome.CostUSD)*1e9)
+		verdict, _, _ = r.Judge(ref.Assert)
+		nusd = int64(float64(r.Outcome.CostUSD) * 1e9)
 	}
 	keys := []string{x.suiteDoneKey(ref.SuiteID), x.suiteKey(ref.SuiteID)}
 	args := []string{runID, verdict, strconv.FormatInt(nusd, 10), strconv.FormatInt(x.cfg.IdempotencyTTL.Milliseconds(), 10)}

@@ -36,6 +36,9 @@ const (
 type SuiteRef struct {
 	SuiteID string `json:"suite_id"`
 	Index   int    `json:"index"`
+	// Assert are the assertions of the child's arm, which its verdict is
+	// judged by.
+	Assert []messages.SuiteAssertion `json:"assert,omitempty"`
 }
 
 // RunField is the one field of a runs stream entry: the run to execute.
