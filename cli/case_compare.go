@@ -28,6 +28,8 @@ import (
 type caseCompareFlags struct {
 	caseRunFlags
 	models, prompts []string
+	// assert is --assert FILE: assertions every arm's answer must hold.
+	assert string
 }
 
 // compareArm is one arm of a comparison: a case run of the same case with
@@ -79,6 +81,9 @@ type armSummary struct {
 	VsFirst *armDiff `json:"vs_first"`
 	// VsRecording compares the arm's calls with the recorded ones.
 	VsRecording armDiff `json:"vs_recording"`
+	// Assertions are the --assert assertions on this arm (absent without
+	// --assert).
+	Assertions []assertionResult `json:"assertions,omitempty"`
 }
 
 // armDiff is how an arm differs from the first arm or the recording.
@@ -115,9 +120,14 @@ stderr: bundles hold unredacted data). --format table prints the same for
 people: the arms side by side, each arm's changes against the first arm
 and against the recording, and the verdict.
 
-Exit 0 when every arm completed (whether or not they differ); 3 when an
-arm stopped, failed or was refused; 2 a refusal before any arm ran; 1
-invalid input.`,
+--assert FILE checks every arm's answer and spend against the assertions
+FILE holds (a JSON array, each a run_suite arm's assertion: {path, equals},
+{path, contains}, {path, matches}, {max_cost_usd} or {max_live_calls});
+each arm's results are on the comparison line ("assertions").
+
+Exit 0 when every arm completed (whether or not they differ) and every
+assertion held; 3 when an arm stopped, failed or was refused, or an
+assertion did not hold; 2 a refusal before any arm ran; 1 invalid input.`,
 		Args: exactArgs("CASE"),
 	}
 	c.RunE = a.run(func(ctx context.Context, args []string) error {
@@ -128,6 +138,7 @@ invalid input.`,
 	fl.StringArrayVar(&f.models, "model", nil, "an arm's model (repeatable: one arm each)")
 	fl.StringArrayVar(&f.prompts, "prompt-file", nil, "an arm's system prompt file (repeatable: one arm each)")
 	fl.BoolVar(&f.values, "values", false, "include results and the values of what differs")
+	fl.StringVar(&f.assert, "assert", "", "a JSON file of assertions every arm's answer must hold (as a run_suite arm's assert)")
 	return c
 }
 
@@ -139,6 +150,10 @@ func (a *app) caseCompare(ctx context.Context, c *cobra.Command, arg string, f c
 		return err
 	}
 	arms, err := compareArms(f.models, f.prompts)
+	if err != nil {
+		return err
+	}
+	asserts, err := readAssertions("case compare", f.assert)
 	if err != nil {
 		return err
 	}
@@ -236,6 +251,7 @@ func (a *app) caseCompare(ctx context.Context, c *cobra.Command, arg string, f c
 			liveModels, target, strings.Join(resolve.Names(reg), ", "))
 	}
 	cmpLine := compareRuns(arms, bundleCalls(b), string(cb.Hash()), f.values)
+	held := judgeArms(arms, &cmpLine, asserts)
 	if f.html != "" {
 		title := fmt.Sprintf("%s case compare %s", a.name(), arg)
 		if err := writeReport(f.html, compareReport(title, f.values, arms, lines, cmpLine)); err != nil {
@@ -246,6 +262,9 @@ func (a *app) caseCompare(ctx context.Context, c *cobra.Command, arg string, f c
 		if err := writeCompareTable(a.stdout, arms, cmpLine); err != nil {
 			return fmt.Errorf("write output: %w", err)
 		}
+		if len(asserts) > 0 {
+			writeAssertions(a.stdout, cmpLine)
+		}
 	} else if err := a.emit(cmpLine); err != nil {
 		return err
 	}
@@ -253,6 +272,9 @@ func (a *app) caseCompare(ctx context.Context, c *cobra.Command, arg string, f c
 		if arm.report.ExitStatus() != messages.ExitOK {
 			return exitStatus(messages.ExitRunFailed)
 		}
+	}
+	if !held {
+		return exitStatus(messages.ExitRunFailed)
 	}
 	return nil
 }

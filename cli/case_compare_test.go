@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -38,6 +41,11 @@ type compareLine struct {
 		CostUSD     json.RawMessage `json:"cost_usd"`
 		VsFirst     *armDiffOut     `json:"vs_first"`
 		VsRecording armDiffOut      `json:"vs_recording"`
+		Assertions  []struct {
+			Assertion string `json:"assertion"`
+			Holds     bool   `json:"holds"`
+			Found     string `json:"found"`
+		} `json:"assertions"`
 	} `json:"arms"`
 }
 
@@ -257,4 +265,40 @@ func TestCaseCompareScripted(t *testing.T) {
 	wantError(t, run(t, invocation{args: []string{"case", "compare", rec, "--model", "a", "--model", "b", "--allow-write", "tool:refnd"}}),
 		"--allow-write tool:refnd names no tool or step of support_agent")
 	wantError(t, run(t, invocation{args: []string{"case", "compare", rec, "--model", "a", "--model", "b", "--llm-ref", "nope"}}), `names no model client`)
+}
+
+// TestCaseCompareAssert: --assert checks every arm's answer and spend; an
+// assertion that does not hold exits 3 and says what was found; a file of
+// assertions that cannot be checked is refused.
+func TestCaseCompareAssert(t *testing.T) {
+	t.Parallel()
+	rec := sampleCase("support-agent-recorded.json")
+	dir := t.TempDir()
+	file := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	args := []string{"case", "compare", rec, "--model", "local-support-1", "--model", "local-support-2", "--allow-write", "tool:refund"}
+	held := file("held.json", `[{"max_live_calls": 100}, {"path": "$.turns", "matches": "x"}]`)
+	r := run(t, invocation{args: append(slices.Clone(args), "--assert", held)})
+	if r.code != 3 {
+		t.Fatalf("want exit 3: $.turns is a number, not a string\n%s", r)
+	}
+	_, cmp := compareOf(t, r)
+	for _, arm := range cmp.Arms {
+		if len(arm.Assertions) != 2 || !arm.Assertions[0].Holds || arm.Assertions[0].Assertion != "live_calls ≤ 100" ||
+			arm.Assertions[1].Holds || !strings.Contains(arm.Assertions[1].Found, "not a string") {
+			t.Fatalf("arm %d assertions %+v\n%s", arm.Arm, arm.Assertions, r)
+		}
+	}
+	ok := file("ok.json", `{"max_cost_usd": 10}`)
+	if r := run(t, invocation{args: append(slices.Clone(args), "--assert", ok, "--format", "table")}); r.code != 0 || !strings.Contains(r.stdout, "arm 2: all 1 assertion hold") {
+		t.Fatalf("want exit 0 and every assertion holding\n%s", r)
+	}
+	wantError(t, run(t, invocation{args: append(slices.Clone(args), "--assert", file("bad.json", `[{"equals": 1, "matches": "x"}]`))}),
+		"assertion 0 must have exactly one of")
+	wantError(t, run(t, invocation{args: append(slices.Clone(args), "--assert", filepath.Join(dir, "missing.json"))}), "--assert")
 }
