@@ -36,6 +36,8 @@ type env struct {
 	cfg    worker.Config
 	reg    *flow.Registry
 	w      *worker.Worker
+	// getenv, when set, is the workers' environment of model clients.
+	getenv func(string) string
 }
 
 func setup(t *testing.T, st store.Store, mod func(*worker.Config)) *env {
@@ -87,7 +89,7 @@ func setupOn(t *testing.T, c valkey.Client, st store.Store, mod func(*worker.Con
 
 func (e *env) start(st store.Store) {
 	e.t.Helper()
-	w, err := worker.New(e.cfg, worker.Params{Client: e.client, Store: st, Registry: e.reg, Registerer: prometheus.NewRegistry(), Logger: zaptest.NewLogger(e.t)})
+	w, err := worker.New(e.cfg, worker.Params{Client: e.client, Store: st, Registry: e.reg, Registerer: prometheus.NewRegistry(), Logger: zaptest.NewLogger(e.t), Getenv: e.getenv})
 	if err != nil {
 		e.t.Fatal(err)
 	}
