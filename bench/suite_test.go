@@ -1,0 +1,240 @@
+package bench_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valkey-io/valkey-go"
+	"go.uber.org/zap"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/flow/host"
+	"github.com/pyrula/caseworker/flow/journallog"
+	"github.com/pyrula/caseworker/internal/testenv"
+	"github.com/pyrula/caseworker/journal/valkeyjournal"
+	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/replay/replaytest"
+	"github.com/pyrula/caseworker/store"
+	"github.com/pyrula/caseworker/store/filestore"
+	"github.com/pyrula/caseworker/worker"
+)
+
+var (
+	flagSuiteRuns  = flag.Int("suite-runs", 200, "recorded runs a BenchmarkShadowSuite iteration replays")
+	flagSuiteCalls = flag.Int("suite-calls", 100, "calls of each recorded run of BenchmarkShadowSuite")
+	flagFirstCalls = flag.String("first-call-sizes", "10,1000,100000", "bundle sizes (calls) of BenchmarkFirstPostForkCall; -short keeps the first two")
+)
+
+// startBenchWorker starts one in-process worker on namespace ns with the
+// replaytest registry and store st.
+func startBenchWorker(b *testing.B, c valkey.Client, ns string, reg *flow.Registry, st store.Store) {
+	b.Helper()
+	w, err := worker.New(worker.Config{Namespace: ns, ConsumerName: "bench"},
+		worker.Params{Client: c, Store: st, Registry: reg, Registerer: prometheus.NewRegistry(), Logger: zap.NewNop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { w.Stop(context.Background()) })
+}
+
+// waitEvent blocks until the events stream key holds an event whose JSON
+// contains marker, and returns when it saw it.
+func waitEvent(b *testing.B, c valkey.Client, key, marker string, limit time.Duration) time.Time {
+	b.Helper()
+	last, deadline := "0", time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		res, err := c.Do(context.Background(), c.B().Xread().Count(1000).Block(200).Streams().Key(key).Id(last).Build()).AsXRead()
+		if err != nil && !valkey.IsValkeyNil(err) {
+			b.Fatalf("XREAD %s: %v", key, err)
+		}
+		for _, e := range res[key] {
+			last = e.ID
+			if strings.Contains(e.FieldValues["event"], marker) {
+				return time.Now()
+			}
+		}
+	}
+	b.Fatalf("%s: no event with %s within %v", key, marker, limit)
+	return time.Time{}
+}
+
+// BenchmarkShadowSuite measures a shadow suite on one worker process: a
+// run_suite over -suite-runs recorded runs of -suite-calls calls each,
+// selected from the journal and replayed only, from the message to its
+// suite:outcome. Its anchor, run in the same iteration, is the same number
+// of case runs of a bundle of the same run replayed in this process one
+// after another (replaytest.ReplayFile: no Valkey, no journal). It reports
+// cases/s and recorded calls/s of both, the suite's share of the anchor's
+// rate (ratio), and the load average.
+//
+//	go test -run '^$' -bench ShadowSuite -benchtime 3x .
+func BenchmarkShadowSuite(b *testing.B) {
+	runs, calls := *flagSuiteRuns, *flagSuiteCalls
+	if testing.Short() {
+		runs, calls = 20, 10
+	}
+	c := newClient(b)
+	ns := testenv.UniqueName(b, "bsuite")
+	b.Cleanup(func() { dropKeys(c, ns+":*") })
+	reg, err := replaytest.Registry()
+	if err != nil {
+		b.Fatal(err)
+	}
+	j, err := valkeyjournal.New(c, valkeyjournal.Options{Namespace: ns})
+	if err != nil {
+		b.Fatal(err)
+	}
+	log, err := journallog.New(j, journallog.Options{Owner: "recorder"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt, err := host.NewRuntime(host.Config{Registry: reg, Log: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	inputs := map[string]json.RawMessage{"n": json.RawMessage(fmt.Sprint(calls))}
+	for i := range runs {
+		if out, err := rt.Run(context.Background(), host.RunParams{RunID: fmt.Sprintf("rec-%05d", i), Target: replaytest.Target, Inputs: inputs}); err != nil || out.Status != host.StatusComplete {
+			b.Fatalf("record: %v %+v", err, out)
+		}
+	}
+	file, err := replaytest.WriteBundle(context.Background(), reg, b.TempDir(), calls)
+	if err != nil {
+		b.Fatal(err)
+	}
+	startBenchWorker(b, c, ns, reg, nil)
+	var suiteTime, anchorTime time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		start := time.Now()
+		for range runs {
+			if err := replaytest.ReplayFile(context.Background(), reg, file, calls); err != nil {
+				b.Fatal(err)
+			}
+		}
+		anchorTime += time.Since(start)
+		id := fmt.Sprintf("suite-%d", i)
+		start = time.Now()
+		fill(b, c, ns+":case-messages", 1, func(int) string {
+			return envelope(id, messages.RunSuite, map[string]any{"suite_id": id, "target_name": replaytest.Target, "min_cases": runs,
+				"cases": map[string]any{"journal": map[string]any{}},
+				"arms":  []map[string]any{{"options": map[string]any{"replay_only": true}}}})
+		})
+		waitEvent(b, c, valkeyjournal.EventsKey(ns, id), `"kind":"run:complete"`, 10*time.Minute)
+		suiteTime += time.Since(start)
+	}
+	b.StopTimer()
+	suiteRate := float64(runs*b.N) / suiteTime.Seconds()
+	anchorRate := float64(runs*b.N) / anchorTime.Seconds()
+	b.ReportMetric(suiteRate, "suite_cases/s")
+	b.ReportMetric(suiteRate*float64(calls), "suite_calls/s")
+	b.ReportMetric(anchorRate, "inprocess_cases/s")
+	b.ReportMetric(suiteRate/anchorRate, "ratio")
+	b.ReportMetric(loadAverage(), "load")
+}
+
+// BenchmarkFirstPostForkCall measures, for bundles of each -first-call-sizes
+// calls in a file store, the latency from the XADD of a replay-only
+// run_case to the first case:call event of its run (its first post-fork
+// call resolved), on one worker, sequentially: p50 and p99 over the
+// iteration's messages. Its anchor is the same bundle read and verified from
+// the store in this process (store.Load), timed in the same iteration:
+// the ratio says what the queue, the lease and the journal add.
+//
+//	go test -run '^$' -bench FirstPostForkCall -benchtime 20x .
+func BenchmarkFirstPostForkCall(b *testing.B) {
+	sizes := []int{}
+	for _, s := range strings.Split(*flagFirstCalls, ",") {
+		var n int
+		if _, err := fmt.Sscan(s, &n); err == nil && n > 0 {
+			sizes = append(sizes, n)
+		}
+	}
+	if testing.Short() && len(sizes) > 2 {
+		sizes = sizes[:2]
+	}
+	reg, err := replaytest.Registry()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("calls=%d/store=file", n), func(b *testing.B) {
+			c := newClient(b)
+			ns := testenv.UniqueName(b, "bfirst")
+			b.Cleanup(func() { dropKeys(c, ns+":*") })
+			st, err := filestore.Open(context.Background(), filepath.Join(b.TempDir(), "store"), filestore.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			f, err := os.Open(mustBundle(b, reg, n))
+			if err != nil {
+				b.Fatal(err)
+			}
+			cb, err := bundle.Read(f, bundle.Options{})
+			f.Close()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := store.Save(context.Background(), st, cb); err != nil {
+				b.Fatal(err)
+			}
+			startBenchWorker(b, c, ns, reg, st)
+			var latencies, loads []time.Duration
+			b.ResetTimer()
+			for i := range b.N {
+				start := time.Now()
+				if _, err := store.Load(context.Background(), st, cb.Hash()); err != nil {
+					b.Fatal(err)
+				}
+				loads = append(loads, time.Since(start))
+				id := fmt.Sprintf("first-%d", i)
+				start = time.Now()
+				fill(b, c, ns+":case-messages", 1, func(int) string {
+					return envelope(id, messages.RunCase, map[string]any{"run_id": id, "target_name": replaytest.Target,
+						"source": map[string]any{"bundle": map[string]any{"fixture_hash": string(cb.Hash())}}, "options": map[string]any{"replay_only": true}})
+				})
+				latencies = append(latencies, waitEvent(b, c, valkeyjournal.EventsKey(ns, id), `"kind":"case:call"`, 5*time.Minute).Sub(start))
+			}
+			b.StopTimer()
+			p50, p99 := percentile(latencies, 50), percentile(latencies, 99)
+			b.ReportMetric(float64(p50.Microseconds())/1000, "p50_ms")
+			b.ReportMetric(float64(p99.Microseconds())/1000, "p99_ms")
+			b.ReportMetric(float64(p50)/float64(percentile(loads, 50)), "p50/store_load")
+			b.ReportMetric(loadAverage(), "load")
+		})
+	}
+}
+
+// mustBundle writes the replaytest bundle of n calls and returns its path.
+func mustBundle(b *testing.B, reg *flow.Registry, n int) string {
+	b.Helper()
+	path, err := replaytest.WriteBundle(context.Background(), reg, b.TempDir(), n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// percentile is the p-th percentile of d (nearest rank).
+func percentile(d []time.Duration, p int) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	i := (len(s)*p + 99) / 100
+	return s[max(i-1, 0)]
+}
