@@ -22,9 +22,13 @@ import (
 	"github.com/pyrula/caseworker/cli/internal/htmlreport"
 	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/internal/redact"
+	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/journal/capture"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/store"
+	"github.com/pyrula/caseworker/suite"
+	"github.com/pyrula/caseworker/version"
 )
 
 // The statuses of a case test line.
@@ -34,10 +38,13 @@ const (
 	suiteError = "error"
 )
 
-// suiteCase is one case a suite found: a bundle file or a stored hash.
+// suiteCase is one case a suite found: a bundle file, a stored hash, or a
+// recorded run of the journal at its fork.
 type suiteCase struct {
 	file string      // the file's path; empty for a hash
 	hash bundle.Hash // the hash argument; empty for a file
+	run  string      // a recorded run's id (--from-journal)
+	fork *int64      // the run's fork; nil keeps its inputs only
 }
 
 // suiteLine is the {"type":"case"} line of one case of `case test`.
@@ -45,6 +52,9 @@ type suiteLine struct {
 	Type string `json:"type"`
 	// File is the bundle file's path (null for a hash argument).
 	File *string `json:"file"`
+	// RunID is the recorded run a --from-journal case was rebuilt from
+	// (absent for other cases).
+	RunID *string `json:"run_id,omitempty"`
 	// FixtureHash is null when the file could not be read as a bundle.
 	FixtureHash *string `json:"fixture_hash"`
 	// Target is null when the case could not be read.
@@ -102,6 +112,12 @@ type caseTestFlags struct {
 	title                       string // the --html report's title
 	parallel                    int
 	values                      bool
+	// The selections a run_suite makes: --stored TARGET [--limit N], or
+	// --from-journal TARGET [--after T] [--before T] [--sample N --seed S]
+	// [--fork F]; --min-cases N.
+	stored, fromJournal, after, before, fork string
+	limit, sample, minCases                  int
+	seed                                     uint64
 }
 
 // caseTestCmd is `case test PATH|HASH… [--target NAME] [--parallel N] [--junit FILE]`.
@@ -125,12 +141,19 @@ actual value at each path in the divergences (and warns on stderr: bundles
 hold unredacted data). --format table prints a row per case, the detail of
 each failure and the summary for people.
 
-Exit 0 when every case passes; 3 when one failed or could not run; 1 when
-no case was found or for invalid input; 2 a refusal before any case ran
-(invalid_fixture_hash, no_fixture_store).`,
+--stored TARGET also tests every case of TARGET in the fixture store;
+--from-journal TARGET the completed runs of TARGET in the journal, each
+rebuilt as a case forked after its start (--after, --before, --sample N
+--seed S, --fork inputs_only), as a worker's run_suite selects them.
+--min-cases N: fewer cases is suite_too_small (exit 3), never a pass.
+
+Exit 0 when every case passes; 3 when one failed or could not run, or too
+few were found (suite_too_small); 1 when no case was found or for invalid
+input; 2 a refusal before any case ran (invalid_fixture_hash,
+no_fixture_store).`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return fmt.Errorf("%s: missing argument PATH|HASH", cmd.CommandPath())
+			if len(args) == 0 && f.stored == "" && f.fromJournal == "" {
+				return fmt.Errorf("%s: missing argument PATH|HASH (or --stored TARGET, --from-journal TARGET)", cmd.CommandPath())
 			}
 			return nil
 		},
@@ -145,6 +168,16 @@ no case was found or for invalid input; 2 a refusal before any case ran
 	fl.BoolVar(&f.values, "values", false, "include the recorded and actual values at each path of a divergence")
 	fl.StringVar(&f.html, "html", "", "also write the report as one self-contained HTML page to this file")
 	fl.StringVar(&f.format, "format", formatJSON, "json (JSON lines) or table")
+	fl.StringVar(&f.stored, "stored", "", "also test every case of this target in the fixture store, in hash order")
+	fl.IntVar(&f.limit, "limit", 0, "with --stored: the first N cases only")
+	fl.StringVar(&f.fromJournal, "from-journal", "", "also test the completed runs of this target in the journal (Valkey and the archive), each rebuilt as a case")
+	fl.StringVar(&f.after, "after", "", "with --from-journal: runs that finished at or after this time (RFC 3339)")
+	fl.StringVar(&f.before, "before", "", "with --from-journal: runs that finished before this time (RFC 3339)")
+	fl.IntVar(&f.sample, "sample", 0, "with --from-journal: N runs drawn with --seed (the same runs and seed draw the same sample)")
+	fl.Uint64Var(&f.seed, "seed", 0, "with --sample: the seed of the draw")
+	fl.StringVar(&f.fork, "fork", messages.ForkAfterStart, "with --from-journal: after_start (every call replayed against the recording) or inputs_only")
+	fl.IntVar(&f.minCases, "min-cases", 1, "the least number of cases that counts as a suite (fewer: suite_too_small, exit 3)")
+	a.journalFlags(c)
 	return c
 }
 
@@ -175,15 +208,78 @@ func (a *app) caseTest(ctx context.Context, args []string, f caseTestFlags) erro
 	if err != nil {
 		return err
 	}
-	if len(cases) == 0 {
+	q, err := f.journalQuery()
+	if err != nil {
+		return err
+	}
+	if len(cases) == 0 && f.stored == "" && f.fromJournal == "" {
 		return fmt.Errorf("case test: no case found in %s (a case is a .case or .json bundle file, or a fixture hash)", strings.Join(args, " "))
 	}
-	if !slices.ContainsFunc(cases, func(c suiteCase) bool { return c.hash != "" }) {
-		return a.runSuite(ctx, cases, nil, f)
+	needStore := f.stored != "" || slices.ContainsFunc(cases, func(c suiteCase) bool { return c.hash != "" })
+	withStore := func(run func(store.Store) error) error {
+		if !needStore {
+			return run(nil)
+		}
+		return a.withStore(ctx, run)
 	}
-	return a.withStore(ctx, func(s store.Store) error {
-		return a.runSuite(ctx, cases, s, f)
+	return withStore(func(s store.Store) error {
+		if f.stored != "" {
+			sel, err := suite.SelectStored(ctx, s, f.stored, f.limit)
+			if err != nil {
+				return fmt.Errorf("case test: --stored: %w", err)
+			}
+			for _, h := range sel.Cases {
+				cases = append(cases, suiteCase{hash: bundle.Hash(h)})
+			}
+		}
+		if f.fromJournal == "" {
+			return a.runSuite(ctx, cases, s, nil, f)
+		}
+		return a.withJournal(ctx, func(j journal.Journal) error {
+			sel, err := suite.SelectRuns(ctx, j, f.fromJournal, q)
+			if err != nil {
+				return fmt.Errorf("case test: --from-journal: %w", err)
+			}
+			for i, id := range sel.Cases {
+				c := suiteCase{run: id}
+				if i < len(sel.Forks) {
+					c.fork = &sel.Forks[i]
+				}
+				cases = append(cases, c)
+			}
+			return a.runSuite(ctx, cases, s, j, f)
+		})
 	})
+}
+
+// journalQuery is --from-journal's selection: its bounds, sample and fork,
+// checked.
+func (f caseTestFlags) journalQuery() (messages.SuiteJournalCases, error) {
+	q := messages.SuiteJournalCases{Sample: f.sample, Seed: f.seed, Fork: f.fork}
+	for _, b := range []struct {
+		flag, value string
+		to          *time.Time
+	}{{"--after", f.after, &q.After}, {"--before", f.before, &q.Before}} {
+		if b.value == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, b.value)
+		if err != nil {
+			return q, fmt.Errorf("case test: %s %q is not an RFC 3339 time (2026-12-04T09:00:00Z)", b.flag, b.value)
+		}
+		*b.to = t
+	}
+	switch {
+	case f.fork != messages.ForkAfterStart && f.fork != messages.ForkInputsOnly:
+		return q, fmt.Errorf("case test: --fork %q is not %s or %s", f.fork, messages.ForkAfterStart, messages.ForkInputsOnly)
+	case f.sample < 0 || f.limit < 0 || f.minCases < 0:
+		return q, errors.New("case test: --sample, --limit and --min-cases must not be negative")
+	case f.fromJournal == "" && (f.after != "" || f.before != "" || f.sample != 0):
+		return q, errors.New("case test: --after, --before and --sample select runs of --from-journal TARGET")
+	case f.stored == "" && f.limit != 0:
+		return q, errors.New("case test: --limit applies to --stored TARGET")
+	}
+	return q, nil
 }
 
 // findCases expands the arguments into cases, in order: a file as given, a
@@ -231,7 +327,10 @@ func findCases(args []string) ([]suiteCase, error) {
 
 // runSuite runs the cases, at most f.parallel at once, prints their lines
 // in order as they finish and the summary, and writes the JUnit report.
-func (a *app) runSuite(ctx context.Context, cases []suiteCase, s store.Store, f caseTestFlags) error {
+func (a *app) runSuite(ctx context.Context, cases []suiteCase, s store.Store, j journal.Journal, f caseTestFlags) error {
+	if len(cases) < max(f.minCases, 1) {
+		return messages.Errorf(messages.SuiteTooSmall, "case test found %d case(s), fewer than --min-cases %d: a suite of fewer cases never passes", len(cases), max(f.minCases, 1))
+	}
 	if f.values {
 		what := "the output of case test --values"
 		if f.junit != "" {
@@ -253,7 +352,7 @@ func (a *app) runSuite(ctx context.Context, cases []suiteCase, s store.Store, f 
 			slots <- struct{}{}
 			go func() {
 				defer func() { <-slots }()
-				done[i] <- a.testOne(runCtx, c, s, f)
+				done[i] <- a.testOne(runCtx, c, s, j, f)
 			}()
 		}
 	}()
@@ -304,9 +403,9 @@ func (a *app) runSuite(ctx context.Context, cases []suiteCase, s store.Store, f 
 }
 
 // testOne reads one case and runs it replay-only, timing both.
-func (a *app) testOne(ctx context.Context, c suiteCase, s store.Store, f caseTestFlags) suiteLine {
+func (a *app) testOne(ctx context.Context, c suiteCase, s store.Store, j journal.Journal, f caseTestFlags) suiteLine {
 	start := time.Now()
-	line := a.testCase(ctx, c, s, f)
+	line := a.testCase(ctx, c, s, j, f)
 	line.duration = time.Since(start)
 	line.DurationMS = line.duration.Milliseconds()
 	return line
@@ -314,11 +413,14 @@ func (a *app) testOne(ctx context.Context, c suiteCase, s store.Store, f caseTes
 
 // testCase reads one case and runs it replay-only; values puts the values
 // at each path in its divergence.
-func (a *app) testCase(ctx context.Context, c suiteCase, s store.Store, f caseTestFlags) suiteLine {
+func (a *app) testCase(ctx context.Context, c suiteCase, s store.Store, j journal.Journal, f caseTestFlags) suiteLine {
 	line := suiteLine{Type: "case", UnconsumedKeys: []string{}, ChangedAxes: []string{}, StopKey: json.RawMessage("null")}
-	if c.file != "" {
+	switch {
+	case c.file != "":
 		line.File, line.name = strp(c.file), c.file
-	} else {
+	case c.run != "":
+		line.RunID, line.name = strp(c.run), c.run
+	default:
 		line.FixtureHash, line.name = strp(string(c.hash)), string(c.hash)
 	}
 	fail := func(err error) suiteLine {
@@ -333,9 +435,21 @@ func (a *app) testCase(ctx context.Context, c suiteCase, s store.Store, f caseTe
 	}
 	var cb *bundle.Canonical
 	var err error
-	if c.file != "" {
+	switch {
+	case c.file != "":
 		cb, err = readBundleFile("case test", c.file)
-	} else {
+	case c.run != "":
+		cb, err = capture.FromJournal(ctx, j, capture.FromJournalParams{
+			Target: f.fromJournal, RunID: c.run, Params: capture.Params{ForkAfterSeq: c.fork, PyrulaVersion: version.Version},
+			Registration: func(target string) (bundle.Registration, error) {
+				info, ok := a.registry().Lookup(target)
+				if !ok {
+					return bundle.Registration{}, fmt.Errorf("no target %q is registered in this binary (see %s targets)", target, a.name())
+				}
+				return info.Registration, nil
+			},
+		})
+	default:
 		cb, err = store.Load(ctx, s, c.hash)
 	}
 	if err != nil {
@@ -439,8 +553,11 @@ func writeSuiteTable(w io.Writer, lines []suiteLine, sum suiteSummary) error {
 
 // caseName is the case's file, else its hash's first 12 characters.
 func (l suiteLine) caseName() string {
-	if l.File != nil {
+	switch {
+	case l.File != nil:
 		return *l.File
+	case l.RunID != nil:
+		return "run " + *l.RunID
 	}
 	return short(l.FixtureHash)
 }

@@ -349,3 +349,52 @@ func TestCaseTestFailingSuite(t *testing.T) {
 		t.Errorf("a bad bundle\n%s", r)
 	}
 }
+
+// TestCaseTestSelections: case test takes run_suite's selections locally.
+// --from-journal replays the completed runs of a target recorded in the
+// journal (a seeded sample draws the same runs again), --stored the fixture
+// store's cases of a target, and a selection under --min-cases is
+// suite_too_small (exit 3), never a pass.
+func TestCaseTestSelections(t *testing.T) {
+	t.Parallel()
+	e := newJournalEnv(t, false)
+	for range 4 {
+		e.record("checkout")
+	}
+	r := e.run("case", "test", "--from-journal", "checkout")
+	lines := decodeLines[map[string]any](t, r)
+	if r.code != 0 || len(lines) != 5 || lines[0]["run_id"] == nil || lines[0]["status"] != "pass" || lines[4]["passed"] != 4.0 {
+		t.Fatalf("want 4 recorded runs passing\n%s", r)
+	}
+	sample := func() string {
+		r := e.run("case", "test", "--from-journal", "checkout", "--sample", "2", "--seed", "7")
+		var ids []string
+		for _, l := range decodeLines[map[string]any](t, r) {
+			if id, ok := l["run_id"].(string); ok {
+				ids = append(ids, id)
+			}
+		}
+		if r.code != 0 || len(ids) != 2 {
+			t.Fatalf("want a sample of 2\n%s", r)
+		}
+		return strings.Join(ids, ",")
+	}
+	if a, b := sample(), sample(); a != b {
+		t.Fatalf("the same seed drew %s then %s", a, b)
+	}
+	r = e.run("case", "test", "--from-journal", "checkout", "--min-cases", "5")
+	if r.code != 3 || !strings.Contains(r.stdout, `"code":"suite_too_small"`) {
+		t.Fatalf("want suite_too_small, exit 3\n%s", r)
+	}
+	r = e.run("case", "test", "--from-journal", "triage")
+	if r.code != 3 || !strings.Contains(r.stdout, "found 0 case(s)") {
+		t.Fatalf("an empty selection: want suite_too_small, exit 3\n%s", r)
+	}
+	wantOK(t, e.run("case", "import", sampleCase("checkout-recorded.json")))
+	r = e.run("case", "test", "--stored", "checkout", "--format", "table")
+	if r.code != 0 || !strings.Contains(r.stdout, "pass") {
+		t.Fatalf("--stored: want the stored checkout case passing\n%s", r)
+	}
+	wantError(t, e.run("case", "test", "--from-journal", "checkout", "--after", "yesterday"), "not an RFC 3339 time")
+	wantError(t, e.run("case", "test", sampleCase("checkout-recorded.json"), "--limit", "2"), "--limit applies to --stored")
+}

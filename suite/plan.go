@@ -8,7 +8,9 @@
 // The worker executes suites (worker/internal/runexec); docs/protocol.md
 // says what a run_suite message and its events carry.
 //
-// suite imports flow/host, messages, replay and runevent, and nothing
+// It also selects a suite's cases: from the fixture store (SelectStored)
+// or from the journal's recorded runs (SelectRuns). suite imports
+// flow/host, journal, messages, replay, runevent and store, and nothing
 // else of the project.
 package suite
 

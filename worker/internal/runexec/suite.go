@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"slices"
 	"strconv"
 	"time"
 
@@ -17,7 +15,6 @@ import (
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/runevent"
-	"github.com/pyrula/caseworker/store"
 	"github.com/pyrula/caseworker/suite"
 	"github.com/pyrula/caseworker/worker/internal/runwire"
 )
@@ -160,11 +157,11 @@ func (x *Executor) appendLine(ctx context.Context, meta journal.Meta, line func(
 }
 
 // selectCases are the cases a run_suite body selects: its list of
-// bundles, the fixture store's cases of its target in hash order, or the
-// completed runs of its target in the journal (selectRuns).
+// bundles, the fixture store's cases of its target (suite.SelectStored), or
+// the completed runs of its target in the journal (suite.SelectRuns).
 func (x *Executor) selectCases(ctx context.Context, b messages.RunSuiteBody) (suite.Selection, error) {
 	if b.Cases.Journal != nil {
-		return x.selectRuns(ctx, b.TargetName, *b.Cases.Journal)
+		return suite.SelectRuns(ctx, x.journal, b.TargetName, *b.Cases.Journal)
 	}
 	s, err := x.deps.FixtureStore(b.FixtureStore)
 	if err != nil {
@@ -173,93 +170,7 @@ func (x *Executor) selectCases(ctx context.Context, b messages.RunSuiteBody) (su
 	if b.Cases.Store == nil {
 		return suite.Selection{Source: suite.SourceBundles, Cases: b.Cases.Bundles}, nil
 	}
-	sel := suite.Selection{Source: suite.SourceBundles}
-	for info, err := range s.List(ctx) {
-		if err != nil {
-			return suite.Selection{}, fmt.Errorf("list the fixture store: %w", err)
-		}
-		cb, err := store.Load(ctx, s, info.Hash)
-		if errors.Is(err, store.ErrNotFound) || messages.AsError(err) != nil {
-			continue // deleted meanwhile, or unreadable: not a case to run
-		}
-		if err != nil {
-			return suite.Selection{}, fmt.Errorf("read %s: %w", info.Hash, err)
-		}
-		if cb.Manifest().TargetName == b.TargetName {
-			sel.Cases = append(sel.Cases, string(info.Hash))
-		}
-	}
-	if l := b.Cases.Store.Limit; l > 0 && len(sel.Cases) > l {
-		sel.Cases = sel.Cases[:l]
-	}
-	return sel, nil
-}
-
-// selectRuns selects the completed runs of target in the journal (live
-// and archived) that finished in the body's bounds, leaving out case runs
-// and suites (their events hold a case:outcome or a suite:plan: they are
-// not recordings of the target) and runs gone since they were listed; then
-// a seeded sample of them when asked (drawn from the runs in run id order,
-// kept in that order), each forked after its first run:start unless the
-// body keeps the inputs only.
-func (x *Executor) selectRuns(ctx context.Context, target string, q messages.SuiteJournalCases) (suite.Selection, error) {
-	l, ok := x.journal.(journal.Lister)
-	if !ok {
-		return suite.Selection{}, messages.Errorf(messages.InvalidOverrides, "this worker's journal cannot list its runs")
-	}
-	refs, err := l.Finished(ctx, journal.FinishedQuery{Target: target, After: q.After, Before: q.Before})
-	if err != nil {
-		return suite.Selection{}, err
-	}
-	var recorded []string
-	var forks []int64
-	for _, r := range refs {
-		events, _, err := x.journal.Events(ctx, r.RunID)
-		if errors.Is(err, journal.ErrRunNotFound) {
-			continue
-		}
-		if err != nil {
-			return suite.Selection{}, fmt.Errorf("read run %s: %w", r.RunID, err)
-		}
-		if fork, ok := recordedRun(events); ok {
-			recorded, forks = append(recorded, r.RunID), append(forks, fork)
-		}
-	}
-	keep := make([]int, len(recorded))
-	for i := range keep {
-		keep[i] = i
-	}
-	if q.Sample > 0 && q.Sample < len(recorded) {
-		rng := rand.New(rand.NewPCG(q.Seed, q.Seed^0x9e3779b97f4a7c15))
-		keep = rng.Perm(len(recorded))[:q.Sample]
-		slices.Sort(keep)
-	}
-	sel := suite.Selection{Source: suite.SourceJournal, Cases: []string{}}
-	for _, i := range keep {
-		sel.Cases = append(sel.Cases, recorded[i])
-		if q.Fork != messages.ForkInputsOnly {
-			sel.Forks = append(sel.Forks, forks[i])
-		}
-	}
-	return sel, nil
-}
-
-// recordedRun reports whether a finished run's events are a recording of
-// its target (no case:outcome, no suite:plan), and the run_seq of its first
-// run:start.
-func recordedRun(events []journal.Event) (int64, bool) {
-	fork := int64(-1)
-	for _, ev := range events {
-		switch ev.Kind {
-		case runevent.CaseOutcome, runevent.SuitePlan:
-			return 0, false
-		case runevent.RunStart:
-			if fork < 0 {
-				fork = ev.RunSeq
-			}
-		}
-	}
-	return fork, fork >= 0
+	return suite.SelectStored(ctx, s, b.TargetName, b.Cases.Store.Limit)
 }
 
 // submitChildren creates every child of plan not created yet (a run_case

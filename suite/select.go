@@ -1,0 +1,109 @@
+package suite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/runevent"
+	"github.com/pyrula/caseworker/store"
+)
+
+// SelectStored selects the cases of target in the fixture store s, in
+// hash order, the first limit when limit is above 0. A bundle deleted
+// meanwhile, or one that cannot be read, is left out.
+func SelectStored(ctx context.Context, s store.Store, target string, limit int) (Selection, error) {
+	sel := Selection{Source: SourceBundles, Cases: []string{}}
+	for info, err := range s.List(ctx) {
+		if err != nil {
+			return Selection{}, fmt.Errorf("list the fixture store: %w", err)
+		}
+		cb, err := store.Load(ctx, s, info.Hash)
+		if errors.Is(err, store.ErrNotFound) || messages.AsError(err) != nil {
+			continue
+		}
+		if err != nil {
+			return Selection{}, fmt.Errorf("read %s: %w", info.Hash, err)
+		}
+		if cb.Manifest().TargetName == target {
+			sel.Cases = append(sel.Cases, string(info.Hash))
+		}
+	}
+	slices.Sort(sel.Cases)
+	if limit > 0 && len(sel.Cases) > limit {
+		sel.Cases = sel.Cases[:limit]
+	}
+	return sel, nil
+}
+
+// SelectRuns selects the completed runs of target in journal j (live and
+// archived; j must list them: journal.Lister) that finished in q's bounds,
+// leaving out case runs and suites (their events hold a case:outcome or a
+// suite:plan: they are not recordings of the target) and runs gone since
+// they were listed; then a sample of them when q asks for one, drawn with
+// q.Seed from the runs in run id order and kept in that order, so that the
+// same runs and seed draw the same sample. Each case forks after its run's
+// first run:start unless q keeps the inputs only.
+func SelectRuns(ctx context.Context, j journal.Journal, target string, q messages.SuiteJournalCases) (Selection, error) {
+	l, ok := j.(journal.Lister)
+	if !ok {
+		return Selection{}, messages.Errorf(messages.InvalidOverrides, "this journal cannot list its runs")
+	}
+	refs, err := l.Finished(ctx, journal.FinishedQuery{Target: target, After: q.After, Before: q.Before})
+	if err != nil {
+		return Selection{}, err
+	}
+	var recorded []string
+	var forks []int64
+	for _, r := range refs {
+		events, _, err := j.Events(ctx, r.RunID)
+		if errors.Is(err, journal.ErrRunNotFound) {
+			continue
+		}
+		if err != nil {
+			return Selection{}, fmt.Errorf("read run %s: %w", r.RunID, err)
+		}
+		if fork, ok := recordedRun(events); ok {
+			recorded, forks = append(recorded, r.RunID), append(forks, fork)
+		}
+	}
+	keep := make([]int, len(recorded))
+	for i := range keep {
+		keep[i] = i
+	}
+	if q.Sample > 0 && q.Sample < len(recorded) {
+		rng := rand.New(rand.NewPCG(q.Seed, q.Seed^0x9e3779b97f4a7c15))
+		keep = rng.Perm(len(recorded))[:q.Sample]
+		slices.Sort(keep)
+	}
+	sel := Selection{Source: SourceJournal, Cases: []string{}}
+	for _, i := range keep {
+		sel.Cases = append(sel.Cases, recorded[i])
+		if q.Fork != messages.ForkInputsOnly {
+			sel.Forks = append(sel.Forks, forks[i])
+		}
+	}
+	return sel, nil
+}
+
+// recordedRun reports whether a finished run's events are a recording of
+// its target (no case:outcome, no suite:plan), and the run_seq of its first
+// run:start.
+func recordedRun(events []journal.Event) (int64, bool) {
+	fork := int64(-1)
+	for _, ev := range events {
+		switch ev.Kind {
+		case runevent.CaseOutcome, runevent.SuitePlan:
+			return 0, false
+		case runevent.RunStart:
+			if fork < 0 {
+				fork = ev.RunSeq
+			}
+		}
+	}
+	return fork, fork >= 0
+}
