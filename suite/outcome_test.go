@@ -2,6 +2,7 @@ package suite_test
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -55,7 +56,7 @@ func TestSummarize(t *testing.T) {
 	if o.Status != suite.Fail || o.Code != messages.SuiteFailed || o.Total != 8 || o.Cases != 4 {
 		t.Fatalf("outcome %+v", o)
 	}
-	if want := map[string]int{suite.Pass: 5, suite.Fail: 2, suite.Error: 1}; !mapsEqual(o.ByStatus, want) {
+	if want := map[string]int{suite.Pass: 5, suite.Fail: 2, suite.Error: 1}; !maps.Equal(o.ByStatus, want) {
 		t.Fatalf("by status %v, want %v", o.ByStatus, want)
 	}
 	if len(o.Groups) != 2 {
@@ -78,18 +79,6 @@ func TestSummarize(t *testing.T) {
 	if !strings.Contains(o.Message, "3 of 8 children did not pass (2 failed, 1 could not run), in 2 group(s)") {
 		t.Fatalf("message %q", o.Message)
 	}
-}
-
-func mapsEqual(a, b map[string]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // A selection under min_cases fails with suite_too_small and runs nothing;
