@@ -18,6 +18,7 @@ import (
 	"github.com/pyrula/caseworker/memvalkey"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
+	"github.com/pyrula/caseworker/suite"
 	"github.com/pyrula/caseworker/worker/internal/envelope"
 	"github.com/pyrula/caseworker/worker/internal/runwire"
 )
@@ -43,6 +44,9 @@ var fuzzBodies = []struct {
 	{messages.RunCase, `{"target_name":"checkout","source":{"bundle":{"fixture_hash":"` + fuzzHash + `"}},"options":{"replay_only":true,"supply":"ignored","max_cost_usd":-0.5}}`},
 	{messages.RunCase, `{"target_name":"checkout","source":{"journal":{"run_id":"run_1","fork_after_seq":null}},"options":{"max_cost_usd":1e400,"live_budget":1.5,"inputs":{"n":-1E+999}}}`},
 	{messages.RunCase, `{"target_name":"checkout","source":{"journal":{"run_id":"run_1","fork_after_seq":99999999999999999999}},"options":{"prices":{"m":{"input_per_mtok":2e308,"output_per_mtok":1}}}}`},
+	{messages.RunSuite, `{"target_name":"checkout","cases":{"bundles":["` + fuzzHash + `"]},"arms":[{"name":"a","options":{"replay_only":true},"assert":[{"path":"$.total","equals":12.5},{"max_live_calls":3}]}],"max_cost_usd":2,"max_live_calls":10,"min_cases":1}`},
+	{messages.RunSuite, `{"target_name":"support_agent","cases":{"journal":{"after":"2026-01-02T03:04:05Z","before":"2026-02-01T00:00:00+02:00","sample":50,"seed":7,"fork":"inputs_only"}},"arms":[{"options":{"model":"m"},"assert":[{"path":"$[\"a\"][0]","matches":"(?i)ok"},{"contains":"x","equals":1}]}]}`},
+	{messages.RunSuite, `{"target_name":"checkout","cases":{"store":{"limit":-1},"bundles":[]},"arms":[],"min_cases":-2,"max_cost_usd":1e400}`},
 }
 
 // fuzzEnvelopes are seed envelopes: fuzzBodies in envelopes, and broken ones.
@@ -195,6 +199,33 @@ func fuzzCheckBody(t *testing.T, typ messages.MessageType, body json.RawMessage,
 		fuzzCheckOptions(t, opts)
 		for _, info := range targets {
 			_ = replay.CheckOptions(opts, info, nil)
+		}
+	case messages.RunSuite:
+		var b messages.RunSuiteBody
+		if err := decodeBody(body, &b); err != nil {
+			fuzzWantCode(t, err, messages.InvalidOverrides)
+			return
+		}
+		again := fuzzRoundTrip(t, b)
+		if len(again.Arms) != len(b.Arms) {
+			t.Fatalf("%d arms re-encoded as %d", len(b.Arms), len(again.Arms))
+		}
+		for i, arm := range b.Arms {
+			_, err := runwire.CaseOptions(arm.Options)
+			_, err2 := runwire.CaseOptions(again.Arms[i].Options)
+			if (err == nil) != (err2 == nil) {
+				t.Fatalf("arm %d options decided %v, re-encoded %v", i, err, err2)
+			}
+			for k, a := range arm.Assert {
+				err := suite.CheckAssertionShape(a)
+				err2 := suite.CheckAssertionShape(again.Arms[i].Assert[k])
+				if (err == nil) != (err2 == nil) {
+					t.Fatalf("arm %d assertion %d decided %v, re-encoded %v", i, k, err, err2)
+				}
+				if err == nil {
+					_ = suite.CheckAssertion(a, body, replay.Outcome{})
+				}
+			}
 		}
 	}
 }
