@@ -28,8 +28,12 @@ func writeSuiteOutcome(w io.Writer, o suite.Outcome) error {
 	if o.Message != "" {
 		field(w, "", "message", redact.Secrets(oneLine(o.Message)))
 	}
-	field(w, "", "children", fmt.Sprintf("%d (%s × %s): %d pass, %d fail, %d error", o.Total, count(o.Cases, "case", "cases"),
-		count(len(o.Arms), "arm", "arms"), o.ByStatus[suite.Pass], o.ByStatus[suite.Fail], o.ByStatus[suite.Error]))
+	children := fmt.Sprintf("%d (%s × %s): %d pass, %d fail, %d error", o.Total, count(o.Cases, "case", "cases"),
+		count(len(o.Arms), "arm", "arms"), o.ByStatus[suite.Pass], o.ByStatus[suite.Fail], o.ByStatus[suite.Error])
+	if n := o.ByStatus[suite.Skipped]; n > 0 {
+		children += fmt.Sprintf(", %d skipped (fail_fast)", n)
+	}
+	field(w, "", "children", children)
 	field(w, "", "spend", usdText(o.CostUSD)+", "+count(o.LiveCalls, "live call", "live calls"))
 	if b := o.Budget; b != nil {
 		limits := []string{}

@@ -22,6 +22,10 @@ type RunSuiteBody struct {
 	// sent, and settles its real price after.
 	MaxCostUSD   *float64 `json:"max_cost_usd,omitempty"`
 	MaxLiveCalls *int     `json:"max_live_calls,omitempty"`
+	// FailFast stops the suite at its first child that does not pass: the
+	// children that have not started by then end at once, not run
+	// (skipped).
+	FailFast bool `json:"fail_fast,omitempty"`
 	// MinCases is the least number of cases that counts as a suite (1 when
 	// absent); a smaller selection ends the suite with suite_too_small.
 	MinCases *int `json:"min_cases,omitempty"`

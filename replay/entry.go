@@ -112,10 +112,13 @@ type Refusal struct {
 	// FixtureHash is the case's hash; nil when the refusal is not about a
 	// case (omitted from the line).
 	FixtureHash *string
+	// Reason, when set, says more than the code (omitted when empty).
+	Reason string
 }
 
 // Event is the refusal's case:outcome event at at: {"type":"outcome",
-// "run_id", "target", "status":"error", "code", "message"[, "fixture_hash"]}.
+// "run_id", "target", "status":"error", "code", "message"[, "fixture_hash"][,
+// "reason"]}.
 func (r Refusal) Event(at time.Time) (host.Event, error) {
 	line := struct {
 		Type        string        `json:"type"`
@@ -125,7 +128,8 @@ func (r Refusal) Event(at time.Time) (host.Event, error) {
 		Code        messages.Code `json:"code"`
 		Message     string        `json:"message"`
 		FixtureHash *string       `json:"fixture_hash,omitempty"`
-	}{"outcome", r.RunID, r.Target, host.StatusError, r.Code, r.Message, r.FixtureHash}
+		Reason      string        `json:"reason,omitempty"`
+	}{"outcome", r.RunID, r.Target, host.StatusError, r.Code, r.Message, r.FixtureHash, r.Reason}
 	extra, err := extraOf(line)
 	if err != nil {
 		return host.Event{}, fmt.Errorf("encode case:outcome: %w", err)

@@ -22,7 +22,14 @@ const (
 	// Error: its case run could not run (a refusal before it started: the
 	// bundle missing, bad options, …).
 	Error = "error"
+	// Skipped: it was not run, its suite having stopped at a failure
+	// (fail_fast).
+	Skipped = "skipped"
 )
+
+// ReasonFailFast is the reason on the case:outcome of a child not run
+// because its suite stopped at a failure (code cancelled).
+const ReasonFailFast = "fail_fast"
 
 // Result is how one child ended: its case run's case:outcome line, and
 // its result (the run:complete's; nil when the run did not complete).
@@ -54,6 +61,8 @@ func (r Result) Verdict() string {
 	switch {
 	case o.Status == host.StatusComplete && (o.UnconsumedKeys == nil || len(*o.UnconsumedKeys) == 0):
 		return Pass
+	case o.Code == string(messages.Cancelled) && o.Reason == ReasonFailFast:
+		return Skipped
 	case o.Status == host.StatusError && messages.Code(o.Code).Known() && !messages.Code(o.Code).IsRunStop():
 		return Error
 	}
@@ -72,8 +81,8 @@ type Outcome struct {
 	Message string        `json:"message,omitempty"`
 	Cases   int           `json:"cases"`
 	Total   int           `json:"total"`
-	// ByStatus counts the children by verdict: pass, fail and error,
-	// always all three.
+	// ByStatus counts the children by verdict: pass, fail, error and
+	// skipped, always all four.
 	ByStatus map[string]int `json:"by_status"`
 	// Groups are the children that did not pass, grouped by what
 	// diverged, largest group first.
@@ -137,6 +146,7 @@ type ArmTotals struct {
 	Passed      int            `json:"passed"`
 	Failed      int            `json:"failed"`
 	Errors      int            `json:"errors"`
+	Skipped     int            `json:"skipped"`
 	CostUSD     replay.USD     `json:"cost_usd"`
 	LiveCalls   int            `json:"live_calls"`
 	PrefixCalls int            `json:"prefix_calls"`
@@ -160,7 +170,7 @@ type ArmDiff struct {
 // durationMS.
 func Summarize(p Plan, results []Result, durationMS int64) Outcome {
 	o := Outcome{Type: OutcomeType, SuiteID: p.SuiteID, Target: p.Target, Status: Pass, Cases: len(p.Cases), Total: p.Total,
-		ByStatus: map[string]int{Pass: 0, Fail: 0, Error: 0}, Groups: []Group{}, ArmDiffs: []ArmDiff{}, DurationMS: durationMS}
+		ByStatus: map[string]int{Pass: 0, Fail: 0, Error: 0, Skipped: 0}, Groups: []Group{}, ArmDiffs: []ArmDiff{}, DurationMS: durationMS}
 	for _, name := range p.Arms {
 		o.Arms = append(o.Arms, ArmTotals{Name: name, Provenance: map[string]int{}})
 	}
@@ -193,6 +203,8 @@ func Summarize(p Plan, results []Result, durationMS int64) Outcome {
 			a.Passed++
 		case Fail:
 			a.Failed++
+		case Skipped:
+			a.Skipped++
 		default:
 			a.Errors++
 		}
@@ -208,7 +220,7 @@ func Summarize(p Plan, results []Result, durationMS int64) Outcome {
 		switch {
 		case assertion != "":
 			addToGroup(groups, v, p, child, replay.Outcome{Reason: ReasonAssertion, Cause: assertion, Message: found})
-		case v != Pass:
+		case v != Pass && v != Skipped:
 			addToGroup(groups, v, p, child, out)
 		}
 	}
@@ -275,7 +287,11 @@ func addToGroup(groups map[string]*Group, verdict string, p Plan, c Child, out r
 func failedMessage(o Outcome) string {
 	var b strings.Builder
 	b.WriteString(strings.Join([]string{itoa(o.Total - o.ByStatus[Pass]), " of ", itoa(o.Total), " children did not pass (",
-		itoa(o.ByStatus[Fail]), " failed, ", itoa(o.ByStatus[Error]), " could not run), in ", itoa(len(o.Groups)), " group(s)"}, ""))
+		itoa(o.ByStatus[Fail]), " failed, ", itoa(o.ByStatus[Error]), " could not run"}, ""))
+	if n := o.ByStatus[Skipped]; n > 0 {
+		b.WriteString(", " + itoa(n) + " skipped under fail_fast")
+	}
+	b.WriteString("), in " + itoa(len(o.Groups)) + " group(s)")
 	if len(o.Groups) > 0 {
 		g := o.Groups[0]
 		b.WriteString("; the largest: " + itoa(g.Count) + " × " + cmp.Or(g.Code, g.Reason, g.Verdict))

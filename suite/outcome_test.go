@@ -56,7 +56,7 @@ func TestSummarize(t *testing.T) {
 	if o.Status != suite.Fail || o.Code != messages.SuiteFailed || o.Total != 8 || o.Cases != 4 {
 		t.Fatalf("outcome %+v", o)
 	}
-	if want := map[string]int{suite.Pass: 5, suite.Fail: 2, suite.Error: 1}; !maps.Equal(o.ByStatus, want) {
+	if want := map[string]int{suite.Pass: 5, suite.Fail: 2, suite.Error: 1, suite.Skipped: 0}; !maps.Equal(o.ByStatus, want) {
 		t.Fatalf("by status %v, want %v", o.ByStatus, want)
 	}
 	if len(o.Groups) != 2 {

@@ -48,6 +48,8 @@ type Plan struct {
 	Total int `json:"total"`
 	// MinCases is the least number of cases that counts as a suite.
 	MinCases int `json:"min_cases"`
+	// FailFast stops the suite at its first child that does not pass.
+	FailFast bool `json:"fail_fast,omitempty"`
 }
 
 // PlanType is the type of a suite:plan line.
@@ -77,6 +79,7 @@ func NewPlan(suiteID string, b messages.RunSuiteBody, sel Selection) Plan {
 	if b.MinCases != nil {
 		p.MinCases = *b.MinCases
 	}
+	p.FailFast = b.FailFast
 	asserts := false
 	for i, a := range b.Arms {
 		p.Arms = append(p.Arms, ArmName(a, i))

@@ -137,7 +137,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"kind", "status", "code"}),
 		suiteChildren: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pyrula_worker_suite_children_total",
-			Help: "Children of suites (case runs) that ended on this worker, by verdict: pass, fail or error (could not run).",
+			Help: "Children of suites (case runs) that ended on this worker, by verdict: pass, fail, error (could not run) or skipped (a fail_fast suite stopped).",
 		}, []string{"verdict"}),
 		groupRecreated: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pyrula_worker_group_recreated_total",

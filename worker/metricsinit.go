@@ -39,7 +39,7 @@ func (m *metrics) initSeries() {
 		m.transient.WithLabelValues(t)
 	}
 	m.transient.WithLabelValues("run")
-	for _, v := range []string{suite.Pass, suite.Fail, suite.Error} {
+	for _, v := range []string{suite.Pass, suite.Fail, suite.Error, suite.Skipped} {
 		m.suiteChildren.WithLabelValues(v)
 	}
 	for _, k := range []string{runKindLive, runKindCase, runKindSuite} {

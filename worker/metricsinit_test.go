@@ -55,7 +55,7 @@ func TestMetricsExportedAtZero(t *testing.T) {
 			want("pyrula_worker_transient_failures_total", "type", typ)
 		}
 		want("pyrula_worker_transient_failures_total", "type", "run")
-		for _, v := range []string{"pass", "fail", "error"} {
+		for _, v := range []string{"pass", "fail", "error", "skipped"} {
 			want("pyrula_worker_suite_children_total", "verdict", v)
 		}
 		for _, kind := range []string{"live", "case", "suite"} {

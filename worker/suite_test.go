@@ -317,3 +317,30 @@ func TestRunSuiteAssertions(t *testing.T) {
 		t.Fatalf("group %+v", g)
 	}
 }
+
+// A fail_fast suite stops at its first child that does not pass: on one
+// worker running one run at a time, the first child diverges and every
+// later child ends at once, not run (skipped), naming the child that
+// stopped the suite.
+func TestRunSuiteFailFast(t *testing.T) {
+	t.Parallel()
+	st := memstore.New(memstore.Options{})
+	e := setup(t, st, func(c *worker.Config) { c.RunConcurrency = 1 })
+	hashes := e.saveRuns("checkout", 3)
+	e.send("ff", "run_suite", map[string]any{"target_name": "checkout", "fail_fast": true,
+		"cases": map[string]any{"bundles": hashes},
+		"arms": []map[string]any{
+			{"name": "qty5", "options": map[string]any{"replay_only": true, "inputs": map[string]any{"qty": 5}}},
+			{"name": "as-recorded", "options": map[string]any{"replay_only": true}},
+		}})
+	res := suiteResult(t, e.waitReplies(4)[3])
+	o := suiteOutcome(t, e.waitRun(res.SuiteID, 30*time.Second))
+	if o.ByStatus[suite.Fail] != 1 || o.ByStatus[suite.Skipped] != 5 || o.ByStatus[suite.Pass] != 0 || o.Code != messages.SuiteFailed ||
+		len(o.Groups) != 1 || o.Arms[1].Skipped != 3 || !strings.Contains(o.Message, "5 skipped under fail_fast") {
+		t.Fatalf("outcome %v, groups %+v, arms %+v, message %q", o.ByStatus, o.Groups, o.Arms, o.Message)
+	}
+	skipped := e.waitRun(res.SuiteID+":1:2", 10*time.Second)
+	if kind, code := last(t, skipped); kind != runevent.RunError || code != messages.Cancelled {
+		t.Fatalf("a skipped child ended %s %s", kind, code)
+	}
+}

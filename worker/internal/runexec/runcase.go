@@ -15,6 +15,7 @@ import (
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/store"
+	"github.com/pyrula/caseworker/suite"
 	"github.com/pyrula/caseworker/version"
 	"github.com/pyrula/caseworker/worker/internal/runwire"
 )
@@ -40,6 +41,18 @@ func (x *Executor) runCase(ctx context.Context, meta journal.Meta, sub journal.E
 			hash = &h // a run_case's outcome names its case, "" when unknown
 		}
 		return x.fail(ctx, meta, code, msg, &replay.Refusal{RunID: meta.RunID, Target: meta.TargetName, Code: code, Message: msg, FixtureHash: hash})
+	}
+	if ref, ok := suiteRefOf(sub); ok {
+		// A fail_fast suite that stopped runs no more children.
+		by, err := x.suiteStopped(ctx, ref.SuiteID)
+		if err != nil {
+			return host.Outcome{}, err
+		}
+		if by != "" {
+			msg := fmt.Sprintf("not run: suite %s stopped at %s, which did not pass (fail_fast)", ref.SuiteID, by)
+			return x.fail(ctx, meta, messages.Cancelled, msg, &replay.Refusal{RunID: meta.RunID, Target: meta.TargetName,
+				Code: messages.Cancelled, Message: msg, Reason: suite.ReasonFailFast})
+		}
 	}
 	opts, err := runwire.CaseOptions(b.Options)
 	if me := messages.AsError(err); me != nil {

@@ -55,13 +55,17 @@ func (x *Executor) suiteDoneKey(suiteID string) string {
 
 // childDoneScript adds child ARGV[1] to the done set KEYS[1] and, when it
 // was not there, counts its verdict ARGV[2] and its cost ARGV[3] (in
-// nano-dollars) in the suite's hash KEYS[2]; both keys expire after ARGV[4]
-// ms. It returns {added, done, total}.
+// nano-dollars) in the suite's hash KEYS[2]; a child that did not pass
+// stops a fail_fast suite (field stop: the first such child). Both keys
+// expire after ARGV[4] ms. It returns {added, done, total}.
 var childDoneScript = valkey.NewLuaScript(`
 local added = redis.call('SADD', KEYS[1], ARGV[1])
 if added == 1 then
   redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
   redis.call('HINCRBY', KEYS[2], 'cost_nusd', ARGV[3])
+end
+if ARGV[2] ~= 'pass' and ARGV[2] ~= 'skipped' and redis.call('HGET', KEYS[2], 'fail_fast') == '1' then
+  redis.call('HSETNX', KEYS[2], 'stop', ARGV[1])
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
@@ -181,7 +185,7 @@ func (x *Executor) submitChildren(ctx context.Context, meta journal.Meta, b mess
 	c, key := x.client, x.suiteKey(meta.RunID)
 	ttl := x.cfg.IdempotencyTTL.Milliseconds()
 	for _, err := range c.DoMulti(ctx,
-		c.B().Arbitrary("HSET").Keys(key).Args(append([]string{"total", strconv.Itoa(plan.Total)}, budgetFields(b)...)...).Build(),
+		c.B().Arbitrary("HSET").Keys(key).Args(append([]string{"total", strconv.Itoa(plan.Total), "fail_fast", failFastField(plan)}, budgetFields(b)...)...).Build(),
 		c.B().Pexpire().Key(key).Milliseconds(ttl).Build()) {
 		if err.Error() != nil {
 			return fmt.Errorf("set suite %s's total: %w", meta.RunID, err.Error())
@@ -253,7 +257,7 @@ func (x *Executor) suiteProgress(ctx context.Context, suiteID string, total int)
 		return suite.Progress{}, fmt.Errorf("read suite %s's counters: %w", suiteID, err)
 	}
 	p := suite.Progress{Type: suite.ProgressType, Done: int(done), Total: total, ByStatus: map[string]int{}}
-	for _, v := range []string{suite.Pass, suite.Fail, suite.Error} {
+	for _, v := range []string{suite.Pass, suite.Fail, suite.Error, suite.Skipped} {
 		p.ByStatus[v], _ = strconv.Atoi(m[v])
 	}
 	nusd, _ := strconv.ParseInt(m["cost_nusd"], 10, 64)
@@ -414,4 +418,27 @@ func (x *Executor) isSuite(ctx context.Context, runID string) bool {
 	}
 	typ, err := runType(sub)
 	return err == nil && typ == messages.RunSuite
+}
+
+// failFastField is the fail_fast field of a suite's counters: "1" when the
+// plan stops at its first failure.
+func failFastField(p suite.Plan) string {
+	if p.FailFast {
+		return "1"
+	}
+	return "0"
+}
+
+// suiteStopped says, for a child of suite suiteID, which child stopped the
+// suite under fail_fast ("" when it goes on).
+func (x *Executor) suiteStopped(ctx context.Context, suiteID string) (string, error) {
+	c := x.client
+	stop, err := c.Do(ctx, c.B().Hget().Key(x.suiteKey(suiteID)).Field("stop").Build()).ToString()
+	if valkey.IsValkeyNil(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read whether suite %s stopped: %w", suiteID, err)
+	}
+	return stop, nil
 }
