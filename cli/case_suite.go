@@ -329,7 +329,18 @@ func findCases(args []string) ([]suiteCase, error) {
 // in order as they finish and the summary, and writes the JUnit report.
 func (a *app) runSuite(ctx context.Context, cases []suiteCase, s store.Store, j journal.Journal, f caseTestFlags) error {
 	if len(cases) < max(f.minCases, 1) {
-		return messages.Errorf(messages.SuiteTooSmall, "case test found %d case(s), fewer than --min-cases %d: a suite of fewer cases never passes", len(cases), max(f.minCases, 1))
+		var where []string
+		if f.stored != "" {
+			where = append(where, "the fixture store's cases of "+f.stored)
+		}
+		if f.fromJournal != "" {
+			where = append(where, "the completed runs of "+f.fromJournal+" in the journal's namespace "+a.journalNamespace())
+		}
+		if len(where) == 0 {
+			where = append(where, "the arguments")
+		}
+		return messages.Errorf(messages.SuiteTooSmall, "case test found %d case(s) in %s, fewer than --min-cases %d: a suite of fewer cases never passes",
+			len(cases), strings.Join(where, " and "), max(f.minCases, 1))
 	}
 	if f.values {
 		what := "the output of case test --values"

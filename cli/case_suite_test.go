@@ -387,7 +387,7 @@ func TestCaseTestSelections(t *testing.T) {
 		t.Fatalf("want suite_too_small, exit 3\n%s", r)
 	}
 	r = e.run("case", "test", "--from-journal", "triage")
-	if r.code != 3 || !strings.Contains(r.stdout, "found 0 case(s)") {
+	if r.code != 3 || !strings.Contains(r.stdout, "found 0 case(s) in the completed runs of triage") {
 		t.Fatalf("an empty selection: want suite_too_small, exit 3\n%s", r)
 	}
 	wantOK(t, e.run("case", "import", sampleCase("checkout-recorded.json")))

@@ -151,13 +151,7 @@ func (a *app) readBody(flag string) (json.RawMessage, error) {
 // and resolves the namespace (--namespace, PYRULA_NAMESPACE, pyrula), as the
 // journal commands do.
 func (a *app) withValkey(f func(valkey.Client, string) error) error {
-	ns := a.namespace
-	if ns == "" {
-		ns = a.getenv(envNamespace)
-	}
-	if ns == "" {
-		ns = journal.DefaultNamespace
-	}
+	ns := a.journalNamespace()
 	if err := journal.CheckNamespace(ns); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -47,18 +48,18 @@ func (a *app) journalFlags(c *cobra.Command) {
 // none).
 func (a *app) registry() *flow.Registry { return a.reg }
 
+// journalNamespace is the namespace of the journal and the streams:
+// --namespace, else PYRULA_NAMESPACE, else journal.DefaultNamespace.
+func (a *app) journalNamespace() string {
+	return cmp.Or(a.namespace, a.getenv(envNamespace), journal.DefaultNamespace)
+}
+
 // withJournal opens the run journal the environment names: Valkey at
 // PYRULA_VALKEY_URL (default redis://127.0.0.1:6379/0) under --namespace /
 // PYRULA_NAMESPACE, archiving finished runs in PostgreSQL when
 // PYRULA_POSTGRES_DSN is set.
 func (a *app) withJournal(ctx context.Context, f func(journal.Journal) error) error {
-	ns := a.namespace
-	if ns == "" {
-		ns = a.getenv(envNamespace)
-	}
-	if ns == "" {
-		ns = journal.DefaultNamespace
-	}
+	ns := a.journalNamespace()
 	if err := journal.CheckNamespace(ns); err != nil {
 		return err
 	}

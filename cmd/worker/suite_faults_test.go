@@ -123,6 +123,9 @@ func TestSIGKILLMidSuite(t *testing.T) {
 	testwait.Eventually(t, 20*time.Second, "the suite planned", func() bool {
 		return readJournal(t, client, ns, killed).count("suite:plan") == 1
 	})
+	if ended := len(readJournal(t, client, ns, killed).terminal()); ended != 0 {
+		t.Fatal("the suite ended before the kill: nothing was killed mid-suite")
+	}
 	a.sigkill()
 	start := time.Now()
 	waitRunsFinished(t, client, ns, []string{killed}, 90*time.Second)

@@ -59,6 +59,9 @@ return 1
 // below the price it stands for.
 func nusd(usd float64) int64 { return int64(math.Ceil(usd * 1e9)) }
 
+// usdOf is n nano-dollars in dollars.
+func usdOf(n int64) replay.USD { return replay.USD(float64(n) / 1e9) }
+
 // suiteBudget is a suite's budget as a child's case run draws on it
 // (replay.SharedBudget).
 type suiteBudget struct {
@@ -134,7 +137,7 @@ func (b *suiteBudget) Settle(ctx context.Context, id string, actualUSD float64) 
 
 // usdText is n nano-dollars as dollars.
 func usdText(n int64) string {
-	raw, _ := replay.USD(float64(n) / 1e9).MarshalJSON()
+	raw, _ := usdOf(n).MarshalJSON()
 	return string(raw)
 }
 
@@ -164,10 +167,10 @@ func (x *Executor) suiteBudgetState(ctx context.Context, suiteID string) (*suite
 		return nil, nil
 	}
 	num := func(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
-	b := &suite.Budget{LiveCalls: int(num(m["calls"])), SpentUSD: replay.USD(float64(num(m["spent_nusd"])) / 1e9),
-		UnsettledUSD: replay.USD(float64(num(m["reserved_nusd"])) / 1e9)}
+	b := &suite.Budget{LiveCalls: int(num(m["calls"])), SpentUSD: usdOf(num(m["spent_nusd"])),
+		UnsettledUSD: usdOf(num(m["reserved_nusd"]))}
 	if hasCost {
-		v := replay.USD(float64(num(maxN)) / 1e9)
+		v := usdOf(num(maxN))
 		b.MaxCostUSD = &v
 	}
 	if hasCalls {

@@ -260,8 +260,8 @@ func (x *Executor) suiteProgress(ctx context.Context, suiteID string, total int)
 	for _, v := range []string{suite.Pass, suite.Fail, suite.Error, suite.Skipped} {
 		p.ByStatus[v], _ = strconv.Atoi(m[v])
 	}
-	nusd, _ := strconv.ParseInt(m["cost_nusd"], 10, 64)
-	p.CostUSD = float64(nusd) / 1e9
+	cost, _ := strconv.ParseInt(m["cost_nusd"], 10, 64)
+	p.CostUSD = float64(usdOf(cost))
 	return p, nil
 }
 
@@ -342,13 +342,13 @@ func (x *Executor) childDone(ctx context.Context, runID string, ref runwire.Suit
 	if err != nil {
 		return err
 	}
-	verdict, nusd := suite.Error, int64(0)
+	verdict, cost := suite.Error, int64(0)
 	if ok {
 		verdict, _, _ = r.Judge(ref.Assert)
-		nusd = int64(float64(r.Outcome.CostUSD) * 1e9)
+		cost = nusd(float64(r.Outcome.CostUSD))
 	}
 	keys := []string{x.suiteDoneKey(ref.SuiteID), x.suiteKey(ref.SuiteID)}
-	args := []string{runID, verdict, strconv.FormatInt(nusd, 10), strconv.FormatInt(x.cfg.IdempotencyTTL.Milliseconds(), 10)}
+	args := []string{runID, verdict, strconv.FormatInt(cost, 10), strconv.FormatInt(x.cfg.IdempotencyTTL.Milliseconds(), 10)}
 	res, err := childDoneScript.Exec(ctx, x.client, keys, args).AsIntSlice()
 	if err != nil || len(res) != 3 {
 		return fmt.Errorf("note child %s of suite %s done: %v", runID, ref.SuiteID, err)
