@@ -36,7 +36,7 @@ var enqueueTypes = []messages.MessageType{messages.SaveCase, messages.RunCase, m
 // [--follow] [--timeout D]`: the platform side of the worker protocol, for
 // operators and tests.
 func (a *app) enqueueCmd() *cobra.Command {
-	var body, messageID, format string
+	var body, messageID, format, html string
 	var wait, follow bool
 	var timeout time.Duration
 	c := &cobra.Command{
@@ -63,6 +63,12 @@ counts, cost) and its divergence's detail; for a suite, its children by
 status, its failures grouped by code, call and changed fields, and its
 arms.
 
+--html FILE, with --follow of a run_case or run_suite, also writes the
+report as one self-contained HTML page once the run ends, as the case
+commands do: a case run's outcome and call timeline, or a suite's failure
+groups (each example child with its divergence and timeline, read from the
+child's events), its arms and the arms against the first.
+
 Exit status: 0 an ok reply (and, when following, a completed run: for a
 suite, every child passed); 2 a refused reply; 3 an error reply, or a
 followed run that ended with run:error (a suite with a child that did not
@@ -84,6 +90,12 @@ pass), was cancelled or suspended; 1 invalid input or an operational error
 			if timeout < 0 {
 				return errors.New("enqueue: --timeout must not be negative")
 			}
+			if html != "" && (!follow || (typ != messages.RunCase && typ != messages.RunSuite)) {
+				return fmt.Errorf("enqueue: --html needs --follow and a run_case or run_suite message, not %s", typ)
+			}
+			if err := checkHTMLPath("enqueue", html); err != nil {
+				return err
+			}
 			return a.withValkey(func(vc valkey.Client, ns string) error {
 				cl, err := client.New(vc, client.Options{
 					Namespace: ns, CaseStream: a.getenv(envCaseStream), ReplyStream: a.getenv(envReplyStream),
@@ -92,7 +104,7 @@ pass), was cancelled or suspended; 1 invalid input or an operational error
 					return fmt.Errorf("enqueue: %w", err)
 				}
 				return a.enqueue(ctx, cl, client.Message{MessageID: messageID, Type: typ, Body: raw},
-					enqueueFlags{wait: wait || follow, follow: follow, table: format == formatTable, timeout: timeout})
+					enqueueFlags{wait: wait || follow, follow: follow, table: format == formatTable, timeout: timeout, html: html})
 			})
 		}),
 	}
@@ -102,6 +114,7 @@ pass), was cancelled or suspended; 1 invalid input or an operational error
 	c.Flags().BoolVar(&follow, "follow", false, "wait for the reply, then print the run's events until the terminal one")
 	c.Flags().DurationVar(&timeout, "timeout", 0, "give up waiting after this long, e.g. 30s (default: wait until interrupted)")
 	c.Flags().StringVar(&format, "format", formatJSON, "json (JSON lines) or table")
+	c.Flags().StringVar(&html, "html", "", "with --follow of a run_case or run_suite, also write its report as one self-contained HTML page to this file")
 	a.journalFlags(c)
 	return c
 }
@@ -167,6 +180,7 @@ func (a *app) withValkey(f func(valkey.Client, string) error) error {
 type enqueueFlags struct {
 	wait, follow, table bool
 	timeout             time.Duration
+	html                string // --html FILE: write the followed run's report there
 }
 
 // enqueue sends m and, when asked, waits for its reply and follows its run.
@@ -217,10 +231,14 @@ func (a *app) enqueue(ctx context.Context, cl *client.Client, m client.Message, 
 		return err
 	}
 	var sum followSummary
+	var rep followedReport
 	end, err := cl.Follow(ctx, res.Events, func(ev journal.Event) error {
 		raw, err := ev.JSON()
 		if err != nil {
 			return err
+		}
+		if f.html != "" {
+			rep.keep(ev, raw)
 		}
 		if !f.table {
 			_, err = fmt.Fprintf(a.stdout, "%s\n", raw)
@@ -237,6 +255,21 @@ func (a *app) enqueue(ctx context.Context, cl *client.Client, m client.Message, 
 	if f.table {
 		if err := sum.write(a.stdout, res.RunID, end); err != nil {
 			return fmt.Errorf("write output: %w", err)
+		}
+	}
+	if f.html != "" {
+		if !rep.ready() {
+			// Nothing to draw (a run refused or cancelled before it
+			// started): the run's end decides the exit status.
+			fmt.Fprintf(a.stderr, "warning: --html: run %s ended with no outcome event, so no report was written\n", res.RunID)
+		} else {
+			r, err := rep.report(ctx, cl, res.RunID)
+			if err == nil {
+				err = writeReport(f.html, r)
+			}
+			if err != nil {
+				return fmt.Errorf("enqueue: --html: %w", err)
+			}
 		}
 	}
 	if end.Status != journal.StatusComplete {

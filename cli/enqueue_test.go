@@ -277,3 +277,97 @@ func TestEnqueueRunSuite(t *testing.T) {
 		}
 	}
 }
+
+// enqueue --follow --html: a suite's page shows its failure group with the
+// example child's divergence and timeline (read from the child's events)
+// and its arms; a run_case's page is the case run's report; --html without
+// --follow is refused before anything is sent.
+func TestEnqueueHTML(t *testing.T) {
+	t.Parallel()
+	st := memstore.New(memstore.Options{})
+	f, err := os.Open("../testdata/cases/checkout-recorded.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c, err := bundle.Read(f, bundle.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Save(context.Background(), st, c); err != nil {
+		t.Fatal(err)
+	}
+	e := startWorkerWith(t, st, nil)
+	dir := t.TempDir()
+
+	html := filepath.Join(dir, "suite.html")
+	body := `{"target_name":"checkout","cases":{"bundles":["` + string(c.Hash()) + `"]},"arms":[` +
+		`{"name":"as-recorded","options":{"replay_only":true}},` +
+		`{"name":"qty5","options":{"replay_only":true,"inputs":{"qty":5}}}]}`
+	r := e.run("run_suite", "--body", body, "--follow", "--timeout", "60s", "--html", html)
+	if r.code != 3 {
+		t.Fatalf("want exit 3\n%s", r)
+	}
+	p := openReport(t, html)
+	for stat, want := range map[string]string{"status": "fail", "children": "2", "passed": "1", "failed": "0", "errors": "1", "live-calls": "0"} {
+		if got := p.texts(`#summary .stat[data-stat="` + stat + `"] .stat-value`); len(got) != 1 || got[0] != want {
+			t.Errorf("summary %s = %v, want %s", stat, got, want)
+		}
+	}
+	if got := p.attrs("#groups .suite-group", "data-count"); len(got) != 1 || got[0] != "1" {
+		t.Fatalf("groups %v, want one of 1 child", got)
+	}
+	group := p.texts("#groups .suite-group > summary")[0]
+	for _, want := range []string{"prefix_diverged", "step:quote:0", "$.qty", "qty5"} {
+		if !strings.Contains(group, want) {
+			t.Errorf("the group %q lacks %q", group, want)
+		}
+	}
+	// The example child, with its outcome and timeline.
+	if n := p.count("#groups .example .case-row"); n != 1 {
+		t.Fatalf("%d example rows, want 1", n)
+	}
+	p.Click(t, "#groups .example .case-row > summary")
+	if got := p.texts("#groups .case-detail .divergence .div-call"); len(got) == 0 || got[0] != "step:quote:0" {
+		t.Errorf("the example's divergence is at %v, want step:quote:0", got)
+	}
+	if n := p.count("#groups .case-detail .timeline .call"); n == 0 {
+		t.Error("the example's timeline is empty")
+	}
+	if got := p.attrs("#suite-arms tr.suite-arm", "data-arm"); strings.Join(got, ",") != "as-recorded,qty5" {
+		t.Errorf("arms %v", got)
+	}
+	if got := p.texts(`#suite-arms tr.suite-arm[data-arm="qty5"] td[data-col="errors"]`); len(got) != 1 || got[0] != "1" {
+		t.Errorf("qty5 errors = %v, want 1", got)
+	}
+	if got := p.texts(`#arm-diffs .arm-diff[data-arm="qty5"] .differ`); len(got) != 1 || got[0] != "1 case differs" {
+		t.Errorf("arm diff %v", got)
+	}
+
+	// A run_case: the case run's page.
+	html = filepath.Join(dir, "run.html")
+	r = e.run("run_case", "--body", `{"target_name":"checkout","source":{"bundle":{"fixture_hash":"`+string(c.Hash())+`"}},"options":{"replay_only":true,"inputs":{"qty":5}}}`,
+		"--follow", "--timeout", "60s", "--html", html)
+	if r.code != 3 {
+		t.Fatalf("want exit 3\n%s", r)
+	}
+	p = openReport(t, html)
+	if got := p.texts(`#summary .stat[data-stat="code"] .stat-value`); len(got) != 1 || got[0] != "prefix_diverged" {
+		t.Errorf("run code = %v", got)
+	}
+	if got := p.texts(".case-row .case-detail .divergence .div-call"); len(got) == 0 || got[0] != "step:quote:0" {
+		t.Errorf("the run's divergence is at %v, want step:quote:0", got)
+	}
+	if n := p.count(".case-row .timeline .call"); n == 0 {
+		t.Error("the run's timeline is empty")
+	}
+
+	// Refused before sending.
+	r = e.run("run_suite", "--body", body, "--wait", "--html", filepath.Join(dir, "x.html"))
+	if r.code != 1 || !strings.Contains(r.stderr, "--html needs --follow") {
+		t.Errorf("--html without --follow: want exit 1 and the reason\n%s", r)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x.html")); err == nil {
+		t.Error("a refused --html wrote its file")
+	}
+}

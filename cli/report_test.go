@@ -41,6 +41,16 @@ func (p reportPage) count(sel string) int {
 	return p.Count(p.t, sel)
 }
 
+// attrs are the values of attribute name of every element that matches sel.
+func (p reportPage) attrs(sel, name string) []string {
+	p.t.Helper()
+	var out []string
+	q, _ := json.Marshal(sel)
+	n, _ := json.Marshal(name)
+	p.Eval(p.t, "Array.from(document.querySelectorAll("+string(q)+"), e => e.getAttribute("+string(n)+") || '')", &out)
+	return out
+}
+
 // texts are the texts of the elements that match sel.
 func (p reportPage) texts(sel string) []string {
 	p.t.Helper()

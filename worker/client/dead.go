@@ -306,7 +306,7 @@ func (c *Client) deadLetters(ctx context.Context, kind DeadKind, marks string, e
 			l.RunID = e.FieldValues[deadFieldRunID]
 			l.Failures = number(e.FieldValues[deadFieldFailures])
 			if journal.CheckRunID(l.RunID) == nil {
-				runs = append(runs, c.c.B().Xrange().Key(c.eventsKey(l.RunID)).Start("0-1").End("0-1").Build())
+				runs = append(runs, c.c.B().Xrange().Key(c.EventsKey(l.RunID)).Start("0-1").End("0-1").Build())
 			}
 		} else {
 			var env messages.Envelope
@@ -351,9 +351,10 @@ type submitted struct {
 	MessageType string `json:"message_type"`
 }
 
-// eventsKey is the events stream of run runID (docs/protocol.md: the
-// events key a start_run or run_case reply names).
-func (c *Client) eventsKey(runID string) string {
+// EventsKey is the events stream of run runID (docs/protocol.md: the
+// events key a start_run or run_case reply names), for Follow; a suite's
+// children are runs whose ids its suite:outcome names.
+func (c *Client) EventsKey(runID string) string {
 	return c.opts.Namespace + ":{" + runID + "}:events"
 }
 

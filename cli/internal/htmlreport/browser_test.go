@@ -468,3 +468,93 @@ func TestHostileStrings(t *testing.T) {
 		t.Errorf("hostile value = %q", got)
 	}
 }
+
+// (g) A suite: the summary bar, its facts, a failure group named by the
+// call and fields with its example children (one with its outcome and
+// timeline, one named only), the arms with their assertions, the arm
+// against the first.
+func TestSuitePage(t *testing.T) {
+	p := open(t, suiteReport(t))
+	for stat, want := range map[string]string{"status": "fail", "code": "suite_failed", "children": "6", "passed": "3", "failed": "2",
+		"errors": "0", "skipped": "1", "cost": "$0.25", "live-calls": "4", "duration": "1234 ms"} {
+		if got := p.text(`#summary .stat[data-stat="` + stat + `"] .stat-value`); got != want {
+			t.Errorf("summary %s = %q, want %q", stat, got, want)
+		}
+	}
+	if got := p.text(`#suite .fact[data-fact="budget"]`); got != "max_cost_usd $2; 4 live calls reserved, $0.25 spent" {
+		t.Errorf("budget = %q", got)
+	}
+	if got := p.text(`#suite .fact[data-fact="source"]`); got != "journal (3 cases)" {
+		t.Errorf("source = %q", got)
+	}
+	p.wantCount(`#suite .fact[data-fact="fail-fast"]`, 1)
+	if got := p.text("#suite .message"); got != "2 of 6 children did not pass" {
+		t.Errorf("message = %q", got)
+	}
+
+	// One group, open (the first groups are), with its examples.
+	if got := p.attrs("#groups .suite-group", "data-count"); !slices.Equal(got, []string{"2"}) {
+		t.Fatalf("groups = %v", got)
+	}
+	p.wantCount("#groups .suite-group[open]", 1)
+	if got := p.texts("#groups .suite-group > summary .field-path"); !slices.Equal(got, []string{"$.amount", "+$.currency"}) {
+		t.Errorf("group paths = %v", got)
+	}
+	g := p.text("#groups .suite-group > summary")
+	if m := missing(g, "2", "fail", "replay_diverged", "input_changed", "step:charge:0", "arms: eur"); m != nil {
+		t.Errorf("the group %q lacks %q", g, m)
+	}
+	if got := p.attrs("#groups .example", "data-run"); !slices.Equal(got, []string{"suite_1:eur:run_a", "suite_1:eur:run_b"}) {
+		t.Errorf("examples = %v", got)
+	}
+	p.wantCount(`#groups .example[data-run="suite_1:eur:run_a"] .case-row`, 1)
+	p.wantCount(`#groups .example[data-run="suite_1:eur:run_b"] .case-row`, 0)
+	if got := p.text(`#groups .example[data-run="suite_1:eur:run_b"]`); !strings.Contains(got, "its events are gone from Valkey") {
+		t.Errorf("the example without its outcome = %q", got)
+	}
+	p.Click(t, `#groups .example[data-run="suite_1:eur:run_a"] .case-row > summary`)
+	if got := p.texts("#groups .case-detail > .divergence .div-call"); !slices.Equal(got, []string{"step:charge:0"}) {
+		t.Errorf("the child's divergence = %v", got)
+	}
+	if got := p.attrs("#groups .case-detail .timeline .call", "data-provenance"); !slices.Equal(got, []string{"verified", "reused", "changed"}) {
+		t.Errorf("the child's timeline = %v", got)
+	}
+
+	// The arms and the arm against the first.
+	if got := p.attrs("#suite-arms tr.suite-arm", "data-arm"); !slices.Equal(got, []string{"as-recorded", "eur"}) {
+		t.Fatalf("arms = %v", got)
+	}
+	eur := `#suite-arms tr.suite-arm[data-arm="eur"] td`
+	for col, want := range map[string]string{"failed": "2", "skipped": "1", "cost": "$0.25", "live-calls": "4",
+		"provenance": "changed 2, live 4, reused 6", "assertions": `$.currency equals "EUR"; max_cost_usd 0.5`} {
+		if got := p.text(eur + `[data-col="` + col + `"]`); got != want {
+			t.Errorf("arm eur %s = %q, want %q", col, got, want)
+		}
+	}
+	d := `#arm-diffs .arm-diff[data-arm="eur"][data-against="as-recorded"]`
+	if got := p.text(d + " .differ"); got != "2 cases differ" {
+		t.Errorf("differ = %q", got)
+	}
+	if got := p.text(d + " .cost-delta"); got != ", cost +$0.25" {
+		t.Errorf("cost delta = %q", got)
+	}
+	p.wantCount(d+" .hash", 2)
+}
+
+// A suite whose children all passed says so and draws no group.
+func TestSuitePagePassed(t *testing.T) {
+	r := suiteReport(t)
+	r.Summary = raw(t, `{"type":"suite_outcome","suite_id":"s","target":"checkout","status":"pass","cases":1,"total":1,"by_status":{"pass":1,"fail":0,"error":0,"skipped":0},`+
+		`"groups":[],"arms":[{"name":"a","passed":1,"failed":0,"errors":0,"skipped":0,"cost_usd":0,"live_calls":0,"prefix_calls":0,"provenance":{"reused":3}}],"arm_diffs":[],"cost_usd":0,"live_calls":0,"duration_ms":5,"budget":null}`)
+	r.Cases = nil
+	p := open(t, r)
+	p.wantCount("#groups .suite-group", 0)
+	if got := p.text("#groups .empty"); got != "no failures: every child passed" {
+		t.Errorf("groups = %q", got)
+	}
+	p.wantCount(`#summary .stat[data-stat="skipped"]`, 0)
+	p.wantCount(`#suite .fact[data-fact="budget"]`, 0)
+	if got := p.text(`#summary .stat[data-stat="status"]`); !strings.Contains(got, "pass") {
+		t.Errorf("status = %q", got)
+	}
+}

@@ -246,3 +246,31 @@ func missing(text string, wants ...string) []string {
 	}
 	return out
 }
+
+// suiteReport is a suite of 3 cases × 2 arms: the second arm fails two
+// cases at step:charge:0 ($.amount changed, $.currency added), the first
+// example child's outcome and timeline read, the second's gone; one child
+// skipped by fail_fast; a budget; assertions on the second arm.
+func suiteReport(t testing.TB) htmlreport.Report {
+	plan := `{"kind":"suite:plan","run_seq":2,"type":"suite_plan","suite_id":"suite_1","target":"checkout","source":"journal","cases":["run_a","run_b","run_c"],` +
+		`"arms":["as-recorded","eur"],"asserts":[[],[{"path":"$.currency","equals":"EUR"},{"max_cost_usd":0.5}]],"total":6,"min_cases":1,"fail_fast":true}`
+	outcome := `{"kind":"suite:outcome","run_seq":9,"type":"suite_outcome","suite_id":"suite_1","target":"checkout","status":"fail","code":"suite_failed",` +
+		`"message":"2 of 6 children did not pass","cases":3,"total":6,"by_status":{"pass":3,"fail":2,"error":0,"skipped":1},` +
+		`"groups":[{"verdict":"fail","code":"replay_diverged","reason":"input_changed","call":"step:charge:0","changed":["$.amount"],"added":["$.currency"],"removed":[],"count":2,"arms":["eur"],` +
+		`"examples":[{"case":"` + hashA + `","arm":"eur","run_id":"suite_1:eur:run_a"},{"case":"` + hashB + `","arm":"eur","run_id":"suite_1:eur:run_b"}],"message":"the run diverged from the recording"}],` +
+		`"arms":[{"name":"as-recorded","passed":3,"failed":0,"errors":0,"skipped":0,"cost_usd":0,"live_calls":0,"prefix_calls":3,"provenance":{"reused":15}},` +
+		`{"name":"eur","passed":0,"failed":2,"errors":0,"skipped":1,"cost_usd":0.25,"live_calls":4,"prefix_calls":2,"provenance":{"reused":6,"changed":2,"live":4}}],` +
+		`"arm_diffs":[{"arm":"eur","against":"as-recorded","differ":2,"cases":["` + hashA + `","` + hashB + `"],"cost_delta_usd":0.25}],` +
+		`"cost_usd":0.25,"live_calls":4,"duration_ms":1234,"budget":{"max_cost_usd":2,"max_live_calls":null,"live_calls":4,"spent_usd":0.25,"unsettled_usd":0}}`
+	child := `{"kind":"case:outcome","run_seq":14,"type":"outcome","run_id":"suite_1:eur:run_a","target":"checkout","status":"error","code":"replay_diverged","reason":"input_changed",` +
+		`"message":"the run diverged from the recording","stop_key":"step:charge:0","divergence":` + chargeDivergence(false) + `,"changes":[],"changed_axes":["inputs"],` +
+		`"provenance":{"reused":2},"prefix_calls":1,"changed_calls":[],"live_calls":0,"cost_usd":0,"cost_observable":true,"llm_ref":null,"code_version":{"recorded":"v1","current":"v2"},"fixture_hash":"` + hashA + `","last_seq":14}`
+	return htmlreport.Report{
+		Command: htmlreport.CommandSuite,
+		Title:   "pyrula enqueue run_suite suite_1",
+		Version: "0.9.0",
+		Summary: raw(t, outcome),
+		Plan:    raw(t, plan),
+		Cases:   []htmlreport.Case{{Line: raw(t, child), Timeline: checkoutTimeline(t, false)[:3]}},
+	}
+}

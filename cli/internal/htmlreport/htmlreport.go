@@ -55,6 +55,22 @@
 //	#manifest .manifest-field[data-field][data-changed=true|false]   case diff's manifest: .side-a,
 //	                                  .side-b, or a field diff
 //	#diff-calls .diff-call[data-change][data-call]   a call change (case diff; compare arms too)
+//	#suite .fact[data-fact=NAME]      a suite's facts (suite, target, source, message, budget, fail-fast);
+//	                                  its summary bar: status code children passed failed errors skipped
+//	                                  cost live-calls duration
+//	#groups .suite-group[data-verdict][data-count]   a failure group of a suite (<details>): in its
+//	                                  <summary> .group-count, .status, .code, .reason, .div-call,
+//	                                  .field-path (changed; added with +, removed with -), .group-arms;
+//	                                  in its body .message and one .example[data-run] per example child,
+//	                                  which holds the child's .case-row when the report has its outcome
+//	#suite-arms tr.suite-arm[data-arm] td[data-col=NAME]   a suite's arm totals: name passed failed
+//	                                  errors skipped cost live-calls provenance assertions
+//	#arm-diffs .arm-diff[data-arm][data-against]   an arm against the first: .differ, .hash cases, .cost-delta
+//
+// A suite's page (command "enqueue run_suite") draws the suite:outcome:
+// its failure groups, each with its example children as case rows (their
+// case:outcome lines and timelines, read from the children's events), its
+// arms and the arms against the first.
 //
 // It imports nothing of the project: its input is the lines the commands
 // print.
@@ -80,19 +96,20 @@ const (
 
 // Report is one report page.
 type Report struct {
-	Command string          // "case test", "case run", "case diff" or "case compare"
+	Command string          // "case test", "case run", "case diff", "case compare" or "enqueue run_suite"
 	Title   string          // the page title, e.g. "pyrula case test tests/cases"
 	Version string          // the pyrula version that wrote it
 	Values  bool            // the data holds call values (--values); the page says so in a banner ("holds inputs and outputs unredacted")
-	Summary json.RawMessage // the command's last JSON line as printed: case test's {"type":"summary",...}, case run's {"type":"outcome",...}, case diff's {"type":"summary",...}, case compare's {"type":"comparison",...}
-	Cases   []Case          // case test: one per case, in order; case run: exactly one
+	Summary json.RawMessage // the command's last JSON line as printed: case test's {"type":"summary",...}, case run's {"type":"outcome",...}, case diff's {"type":"summary",...}, case compare's {"type":"comparison",...}, a suite's suite:outcome event
+	Plan    json.RawMessage // a suite's suite:plan event (nil for the case commands)
+	Cases   []Case          // case test: one per case, in order; case run: exactly one; a suite: its example children that did not pass, any order
 	Arms    []Arm           // case compare: one per arm
 	Diff    *Diff           // case diff only
 }
 
 // Case is one case of a case test or case run.
 type Case struct {
-	Line     json.RawMessage // its JSON line as printed (case test's {"type":"case",...} line; case run's outcome line)
+	Line     json.RawMessage // its JSON line as printed (case test's {"type":"case",...} line; case run's outcome line; a suite child's case:outcome event)
 	Timeline []Call          // every call the case run made, in run order (may be 10,000+)
 }
 
@@ -121,7 +138,10 @@ type Diff struct {
 }
 
 // The commands a Report can be of.
-var commands = map[string]bool{"case test": true, "case run": true, "case diff": true, "case compare": true}
+var commands = map[string]bool{"case test": true, "case run": true, "case diff": true, "case compare": true, CommandSuite: true}
+
+// CommandSuite is the Command of a suite's report.
+const CommandSuite = "enqueue run_suite"
 
 var (
 	//go:embed report.css
@@ -148,6 +168,7 @@ type (
 		Version  string          `json:"version"`
 		Values   bool            `json:"values"`
 		Summary  json.RawMessage `json:"summary"`
+		Plan     json.RawMessage `json:"plan,omitempty"`
 		Cases    []pageCase      `json:"cases"`
 		Arms     []pageArm       `json:"arms"`
 		Diff     *pageDiff       `json:"diff"`
@@ -172,14 +193,14 @@ type (
 )
 
 // Write writes the report page of r to w. The same r gives the same bytes.
-// It returns an error when r.Command is not one of the four commands, when a
+// It returns an error when r.Command is not one of the five commands, when a
 // raw line is not valid JSON, or when w fails.
 func Write(w io.Writer, r Report) error {
 	if !commands[r.Command] {
-		return fmt.Errorf("htmlreport: unknown command %q (want case test, case run, case diff or case compare)", r.Command)
+		return fmt.Errorf("htmlreport: unknown command %q (want case test, case run, case diff, case compare or enqueue run_suite)", r.Command)
 	}
 	d := pageData{
-		Command: r.Command, Title: r.Title, Version: r.Version, Values: r.Values, Summary: r.Summary,
+		Command: r.Command, Title: r.Title, Version: r.Version, Values: r.Values, Summary: r.Summary, Plan: r.Plan,
 		Cases: make([]pageCase, len(r.Cases)), Arms: make([]pageArm, len(r.Arms)),
 		CasePage: CasePage, CallPage: CallPage,
 	}

@@ -23,13 +23,14 @@ func write(t testing.TB, r htmlreport.Report) []byte {
 func allReports(t testing.TB) map[string]htmlreport.Report {
 	big, _ := longRunReport(t, 2000, 1500)
 	return map[string]htmlreport.Report{
-		"case test":        caseTestReport(t, true),
-		"case test 1000":   bigCaseTestReport(t),
-		"case run":         big,
-		"case compare":     compareReport(t),
-		"case diff":        diffReport(t),
-		"hostile strings":  hostileReport(t),
-		"case test values": caseTestReport(t, false),
+		"case test":         caseTestReport(t, true),
+		"case test 1000":    bigCaseTestReport(t),
+		"case run":          big,
+		"case compare":      compareReport(t),
+		"case diff":         diffReport(t),
+		"enqueue run_suite": suiteReport(t),
+		"hostile strings":   hostileReport(t),
+		"case test values":  caseTestReport(t, false),
 	}
 }
 

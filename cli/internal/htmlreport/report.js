@@ -9,6 +9,7 @@
 	const CASE_PAGE = data.case_page || 200;
 	const CALL_PAGE = data.call_page || 500;
 	const OPEN_GROUPS = 3;
+	const SUITE = "enqueue run_suite";
 	const PROVENANCES = ["verified", "reused", "simulated", "live", "changed", "stopped"];
 
 	// ---- small DOM helpers
@@ -427,6 +428,20 @@
 				stat(bar, "manifest-changed", "manifest changed", arr(s.manifest_changed).join(", "));
 				break;
 			}
+			case "enqueue run_suite": {
+				const by = s.by_status || {};
+				stat(bar, "status", "status", s.status, s.status === "pass" ? "good" : "bad");
+				stat(bar, "code", "code", s.code, "bad");
+				stat(bar, "children", "children", s.total);
+				stat(bar, "passed", "passed", by.pass, by.pass ? "good" : null);
+				stat(bar, "failed", "failed", by.fail, by.fail ? "bad" : null);
+				stat(bar, "errors", "errors", by.error, by.error ? "warn" : null);
+				if (by.skipped) stat(bar, "skipped", "skipped", by.skipped, "warn");
+				stat(bar, "cost", "cost", s.cost_usd === undefined ? undefined : "$" + s.cost_usd);
+				stat(bar, "live-calls", "live calls", s.live_calls);
+				if (s.duration_ms !== undefined) stat(bar, "duration", "duration", s.duration_ms + " ms");
+				break;
+			}
 			case "case compare":
 				stat(bar, "same-status", "same status", yesNo(s.same_status), s.same_status ? "good" : "bad");
 				stat(bar, "same-result", "same result", yesNo(s.same_result), s.same_result ? "good" : "bad");
@@ -440,7 +455,7 @@
 
 	function caseInfo(c, i) {
 		const line = c.line || {};
-		const isRun = data.command === "case run";
+		const isRun = data.command === "case run" || data.command === SUITE;
 		const d = line.divergence || null;
 		const status = show(line.status || "unknown");
 		const info = {
@@ -668,6 +683,115 @@
 		if (!arr(data.arms).length) add(app, el("div", "empty", "no arms"));
 	}
 
+	// ---- a suite
+
+	function budgetText(b) {
+		if (!b) return null;
+		const limits = [];
+		if (b.max_cost_usd !== undefined && b.max_cost_usd !== null) limits.push("max_cost_usd $" + b.max_cost_usd);
+		if (b.max_live_calls !== undefined && b.max_live_calls !== null) limits.push("max_live_calls " + b.max_live_calls);
+		let t = limits.join(", ") + "; " + (b.live_calls || 0) + " live calls reserved, $" + (b.spent_usd || 0) + " spent";
+		if (b.unsettled_usd) t += ", $" + b.unsettled_usd + " unsettled (calls lost in flight, at their worst case)";
+		return t;
+	}
+	function assertionText(a) {
+		if (!a || typeof a !== "object") return show(a);
+		const parts = [];
+		for (const k of ["path", "equals", "contains", "matches", "max_cost_usd", "max_live_calls"]) {
+			if (has(a, k)) parts.push(k === "path" ? show(a[k]) : k + " " + JSON.stringify(a[k]));
+		}
+		return parts.join(" ");
+	}
+	function suitePage() {
+		const o = data.summary || {};
+		const plan = data.plan || {};
+		const children = new Map();
+		arr(data.cases).forEach((c, i) => {
+			const info = caseInfo(c, i);
+			if (info.line.run_id) children.set(info.line.run_id, info);
+		});
+		const about = add(app, el("section"));
+		about.id = "suite";
+		facts(about, [
+			["suite", o.suite_id],
+			["target", o.target],
+			["source", plan.source ? plan.source + " (" + arr(plan.cases).length + " cases)" : null],
+			["arms", arr(o.arms).map(a => a.name).join(", ")],
+			["fail fast", plan.fail_fast ? "yes" : null, "fail-fast"],
+			["budget", budgetText(o.budget)],
+		]);
+		if (o.message) add(about, el("div", "message", o.message));
+
+		add(app, el("h2", null, "failures")).id = "groups-title";
+		const groups = add(app, el("section", "groups"));
+		groups.id = "groups";
+		arr(o.groups).forEach((g, i) => {
+			const d = lazyDetails("group suite-group", s => {
+				add(s, el("span", "group-count", g.count));
+				statusBadge(s, show(g.verdict));
+				if (g.code) add(s, el("span", "code", " " + g.code));
+				if (g.reason) add(s, el("span", "reason", " " + g.reason));
+				add(s, document.createTextNode(" "));
+				const r = add(s, el("span", "row-divergence"));
+				if (g.call) add(r, code(g.call, "div-call"));
+				pathList(r, [...arr(g.changed), ...arr(g.added).map(p => "+" + p), ...arr(g.removed).map(p => "-" + p)]);
+				add(s, el("span", "group-arms", " arms: " + arr(g.arms).join(", ")));
+			}, det => {
+				const body = add(det, el("div", "group-body"));
+				if (g.message) add(body, el("div", "message", g.message));
+				for (const ex of arr(g.examples)) {
+					const box = add(body, el("div", "example"));
+					box.dataset.run = show(ex.run_id);
+					const child = children.get(ex.run_id);
+					if (child) {
+						add(box, caseRow(child, false));
+						continue;
+					}
+					add(box, el("span", "muted", "arm " + show(ex.arm) + ", case "));
+					add(box, hashCode(ex.case));
+					add(box, el("span", "muted", ", run " + show(ex.run_id) + " (its events are gone from Valkey)"));
+				}
+				if (g.count > arr(g.examples).length) add(body, el("div", "muted", (g.count - arr(g.examples).length) + " more children in this group"));
+			}, i < OPEN_GROUPS);
+			d.dataset.verdict = show(g.verdict);
+			d.dataset.count = g.count;
+			add(groups, d);
+		});
+		if (!arr(o.groups).length) add(groups, el("div", "empty", "no failures: every child passed"));
+
+		add(app, el("h2", null, "arms")).id = "arms-title";
+		const table = add(app, el("table", "suite-arms"));
+		table.id = "suite-arms";
+		const head = add(table, el("tr"));
+		for (const h of ["arm", "pass", "fail", "error", "skipped", "cost", "live calls", "calls by provenance", "assertions"]) add(head, el("th", null, h));
+		arr(o.arms).forEach((a, i) => {
+			const tr = add(table, el("tr", "suite-arm"));
+			tr.dataset.arm = show(a.name);
+			const asserts = arr(arr(plan.asserts)[i]).map(assertionText).join("; ");
+			const prov = a.provenance ? Object.keys(a.provenance).sort().filter(k => a.provenance[k]).map(k => k + " " + a.provenance[k]).join(", ") : "";
+			const cells = [["name", a.name], ["passed", a.passed], ["failed", a.failed], ["errors", a.errors], ["skipped", a.skipped],
+				["cost", "$" + (a.cost_usd || 0)], ["live-calls", a.live_calls], ["provenance", prov], ["assertions", asserts]];
+			for (const [col, v] of cells) {
+				const td = add(tr, el("td", null, show(v === undefined ? "" : v)));
+				td.dataset.col = col;
+			}
+		});
+		const diffs = add(app, el("section"));
+		diffs.id = "arm-diffs";
+		for (const d of arr(o.arm_diffs)) {
+			const row = add(diffs, el("div", "arm-diff"));
+			row.dataset.arm = show(d.arm);
+			row.dataset.against = show(d.against);
+			add(row, el("span", null, show(d.arm) + " against " + show(d.against) + ": "));
+			add(row, el("span", "differ", d.differ + (d.differ === 1 ? " case differs" : " cases differ")));
+			if (d.cost_delta_usd) add(row, el("span", "cost-delta", ", cost " + (d.cost_delta_usd > 0 ? "+$" + d.cost_delta_usd : "-$" + -d.cost_delta_usd)));
+			for (const c of arr(d.cases)) {
+				add(row, document.createTextNode(" "));
+				add(row, hashCode(c));
+			}
+		}
+	}
+
 	// ---- case diff
 
 	function caseDiff() {
@@ -723,6 +847,9 @@
 			break;
 		case "case diff":
 			caseDiff();
+			break;
+		case SUITE:
+			suitePage();
 			break;
 	}
 	document.documentElement.dataset.rendered = "true";
