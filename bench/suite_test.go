@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valkey-io/valkey-go"
 	"go.uber.org/zap"
@@ -25,14 +26,16 @@ import (
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay/replaytest"
 	"github.com/pyrula/caseworker/store"
-	"github.com/pyrula/caseworker/store/filestore"
+	"github.com/pyrula/caseworker/store/pgstore"
+	"github.com/pyrula/caseworker/store/resolve"
 	"github.com/pyrula/caseworker/worker"
 )
 
 var (
-	flagSuiteRuns  = flag.Int("suite-runs", 200, "recorded runs a BenchmarkShadowSuite iteration replays")
-	flagSuiteCalls = flag.Int("suite-calls", 100, "calls of each recorded run of BenchmarkShadowSuite")
-	flagFirstCalls = flag.String("first-call-sizes", "10,1000,100000", "bundle sizes (calls) of BenchmarkFirstPostForkCall; -short keeps the first two")
+	flagSuiteRuns   = flag.Int("suite-runs", 200, "recorded runs a BenchmarkShadowSuite iteration replays")
+	flagSuiteCalls  = flag.Int("suite-calls", 100, "calls of each recorded run of BenchmarkShadowSuite")
+	flagFirstCalls  = flag.String("first-call-sizes", "10,1000,100000", "bundle sizes (calls) of BenchmarkFirstPostForkCall; -short keeps the first two")
+	flagFirstStores = flag.String("first-call-stores", "file,postgres,s3", "fixture stores of BenchmarkFirstPostForkCall (file, postgres, s3; postgres and s3 skip without their test servers)")
 )
 
 // startBenchWorker starts one in-process worker on namespace ns with the
@@ -147,11 +150,11 @@ func BenchmarkShadowSuite(b *testing.B) {
 }
 
 // BenchmarkFirstPostForkCall measures, for bundles of each -first-call-sizes
-// calls in a file store, the latency from the XADD of a replay-only
+// calls in each -first-call-stores fixture store (file, PostgreSQL, S3), the latency from the XADD of a replay-only
 // run_case to the first case:call event of its run (its first post-fork
 // call resolved), on one idle worker (each run ends before the next
-// message is sent): p50 and p99 over the iteration's messages. Its anchor is the same bundle read and verified from
-// the store in this process (store.Load), timed in the same iteration:
+// message is sent): p50 and p99 over the iteration's messages. Its anchor
+// is the same bundle read and verified from the same store in this process (store.Load), timed in the same iteration:
 // the ratio says what the queue, the lease and the journal add.
 //
 //	go test -run '^$' -bench FirstPostForkCall -benchtime 20x .
@@ -171,56 +174,97 @@ func BenchmarkFirstPostForkCall(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, n := range sizes {
-		b.Run(fmt.Sprintf("calls=%d/store=file", n), func(b *testing.B) {
-			c := newClient(b)
-			ns := testenv.UniqueName(b, "bfirst")
-			b.Cleanup(func() { dropKeys(c, ns+":*") })
-			st, err := filestore.Open(context.Background(), filepath.Join(b.TempDir(), "store"), filestore.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			f, err := os.Open(mustBundle(b, reg, n))
-			if err != nil {
-				b.Fatal(err)
-			}
-			cb, err := bundle.Read(f, bundle.Options{})
-			f.Close()
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := store.Save(context.Background(), st, cb); err != nil {
-				b.Fatal(err)
-			}
-			startBenchWorker(b, c, ns, reg, st)
-			var latencies, loads []time.Duration
-			b.ResetTimer()
-			for i := range b.N {
-				start := time.Now()
-				if _, err := store.Load(context.Background(), st, cb.Hash()); err != nil {
-					b.Fatal(err)
-				}
-				loads = append(loads, time.Since(start))
-				id := fmt.Sprintf("first-%d", i)
-				start = time.Now()
-				fill(b, c, ns+":case-messages", 1, func(int) string {
-					return envelope(id, messages.RunCase, map[string]any{"run_id": id, "target_name": replaytest.Target,
-						"source": map[string]any{"bundle": map[string]any{"fixture_hash": string(cb.Hash())}}, "options": map[string]any{"replay_only": true}})
-				})
-				latencies = append(latencies, waitEvent(b, c, valkeyjournal.EventsKey(ns, id), `"kind":"case:call"`, 5*time.Minute).Sub(start))
-				// The next message goes to an idle worker: what is measured
-				// is the latency, not a queue behind the earlier runs.
-				b.StopTimer()
-				waitEvent(b, c, valkeyjournal.EventsKey(ns, id), `"kind":"run:complete"`, 10*time.Minute)
-				b.StartTimer()
-			}
-			b.StopTimer()
-			p50, p99 := percentile(latencies, 50), percentile(latencies, 99)
-			b.ReportMetric(float64(p50.Microseconds())/1000, "p50_ms")
-			b.ReportMetric(float64(p99.Microseconds())/1000, "p99_ms")
-			b.ReportMetric(float64(p50)/float64(percentile(loads, 50)), "p50/store_load")
-			b.ReportMetric(loadAverage(), "load")
-		})
+		for _, kind := range strings.Split(*flagFirstStores, ",") {
+			b.Run(fmt.Sprintf("calls=%d/store=%s", n, kind), func(b *testing.B) {
+				firstPostForkCall(b, reg, n, kind)
+			})
+		}
 	}
+}
+
+// firstPostForkCall is one BenchmarkFirstPostForkCall: a bundle of n calls
+// in a fresh store of kind (file, postgres or s3).
+func firstPostForkCall(b *testing.B, reg *flow.Registry, n int, kind string) {
+	c := newClient(b)
+	ns := testenv.UniqueName(b, "bfirst")
+	b.Cleanup(func() { dropKeys(c, ns+":*") })
+	st := benchStore(b, kind)
+	f, err := os.Open(mustBundle(b, reg, n))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cb, err := bundle.Read(f, bundle.Options{})
+	f.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := store.Save(context.Background(), st, cb); err != nil {
+		b.Fatal(err)
+	}
+	startBenchWorker(b, c, ns, reg, st)
+	var latencies, loads []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		start := time.Now()
+		if _, err := store.Load(context.Background(), st, cb.Hash()); err != nil {
+			b.Fatal(err)
+		}
+		loads = append(loads, time.Since(start))
+		id := fmt.Sprintf("first-%d", i)
+		start = time.Now()
+		fill(b, c, ns+":case-messages", 1, func(int) string {
+			return envelope(id, messages.RunCase, map[string]any{"run_id": id, "target_name": replaytest.Target,
+				"source": map[string]any{"bundle": map[string]any{"fixture_hash": string(cb.Hash())}}, "options": map[string]any{"replay_only": true}})
+		})
+		latencies = append(latencies, waitEvent(b, c, valkeyjournal.EventsKey(ns, id), `"kind":"case:call"`, 5*time.Minute).Sub(start))
+		// The next message goes to an idle worker: what is measured
+		// is the latency, not a queue behind the earlier runs.
+		b.StopTimer()
+		waitEvent(b, c, valkeyjournal.EventsKey(ns, id), `"kind":"run:complete"`, 10*time.Minute)
+		b.StartTimer()
+	}
+	b.StopTimer()
+	p50, p99 := percentile(latencies, 50), percentile(latencies, 99)
+	b.ReportMetric(float64(p50.Microseconds())/1000, "p50_ms")
+	b.ReportMetric(float64(p99.Microseconds())/1000, "p99_ms")
+	b.ReportMetric(float64(p50)/float64(percentile(loads, 50)), "p50/store_load")
+	b.ReportMetric(loadAverage(), "load")
+}
+
+// benchStore is a fresh fixture store of kind, opened from its URL as the
+// worker opens one: a file store in a temporary directory, a migrated
+// PostgreSQL database of its own, or a bucket of its own on the test S3
+// gateway (both skip when their test servers are not configured); closed
+// when b ends.
+func benchStore(b *testing.B, kind string) store.Store {
+	b.Helper()
+	ctx := context.Background()
+	var url string
+	switch kind {
+	case "file":
+		url = "file://" + filepath.Join(b.TempDir(), "store")
+	case "postgres":
+		url = testenv.FreshPostgresDatabase(b)
+		pool, err := pgxpool.New(ctx, url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, err = pgstore.Migrate(ctx, pool)
+		pool.Close()
+		if err != nil {
+			b.Fatalf("migrate: %v", err)
+		}
+	case "s3":
+		url = testenv.FreshS3Bucket(b, "pyrula-bench-first").StoreURL("cases")
+	default:
+		b.Fatalf("-first-call-stores: unknown store %q (want file, postgres or s3)", kind)
+	}
+	st, err := resolve.Open(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	return st
 }
 
 // mustBundle writes the replaytest bundle of n calls and returns its path.

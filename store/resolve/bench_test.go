@@ -6,16 +6,10 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pyrula/caseworker/bundle"
@@ -177,88 +171,21 @@ func benchBundles(b *testing.B, size, n int) []*bundle.Canonical {
 // benchPostgresURL creates a migrated database of its own, dropped when b
 // ends (after the store on it is closed), and returns its URL.
 func benchPostgresURL(b *testing.B) string {
-	admin := testenv.PostgresDSN(b)
+	dsn := testenv.FreshPostgresDatabase(b)
 	ctx := benchCtx(b)
-	name := strings.ReplaceAll(testenv.UniqueName(b, "pyrula_resolve_bench"), "-", "_")
-	if err := pgExec(ctx, admin, "CREATE DATABASE "+name); err != nil {
-		b.Fatalf("CREATE DATABASE %s (the test role must be allowed to create databases): %v", name, err)
-	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := pgExec(ctx, admin, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			b.Errorf("drop %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(admin)
-	if err != nil {
-		b.Fatalf("parse %s: %v", testenv.EnvPostgresDSN, err)
-	}
-	u.Path = "/" + name
-	dsn := u.String()
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer pool.Close()
 	if _, err := pgstore.Migrate(ctx, pool); err != nil {
-		b.Fatalf("migrate %s: %v", name, err)
+		b.Fatalf("migrate: %v", err)
 	}
 	return dsn
-}
-
-// pgExec runs sql on a connection of its own.
-func pgExec(ctx context.Context, dsn, sql string) error {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	_, err = conn.Exec(ctx, sql)
-	return err
 }
 
 // benchS3URL creates a bucket of its own on the test gateway, emptied and
 // deleted when b ends, and returns the URL of a store in it.
 func benchS3URL(b *testing.B) string {
-	env := testenv.S3(b)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	client := s3.New(s3.Options{
-		HTTPClient:   &http.Client{Transport: tr},
-		Region:       env.Region,
-		BaseEndpoint: aws.String(env.Endpoint),
-		UsePathStyle: true,
-		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: env.AccessKey, SecretAccessKey: env.SecretKey}, nil
-		}),
-	})
-	bucket := testenv.UniqueName(b, "pyrula-resolve-bench")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		b.Fatalf("CreateBucket %s at %s: %v", bucket, env.Endpoint, err)
-	}
-	b.Cleanup(func() {
-		defer tr.CloseIdleConnections()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		pages := s3.NewListObjectsV2Paginator(client, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
-		for pages.HasMorePages() {
-			page, err := pages.NextPage(ctx)
-			if err != nil {
-				b.Errorf("cleanup: list %s: %v", bucket, err)
-				return
-			}
-			for _, o := range page.Contents {
-				if _, err := client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: o.Key}); err != nil {
-					b.Errorf("cleanup: delete %s: %v", aws.ToString(o.Key), err)
-				}
-			}
-		}
-		if _, err := client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(bucket)}); err != nil {
-			b.Errorf("cleanup: DeleteBucket %s: %v", bucket, err)
-		}
-	})
-	return fmt.Sprintf("s3://%s/bench?region=%s&endpoint_url=%s",
-		bucket, url.QueryEscape(env.Region), url.QueryEscape(env.Endpoint))
+	return testenv.FreshS3Bucket(b, "pyrula-resolve-bench").StoreURL("bench")
 }

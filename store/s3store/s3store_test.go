@@ -43,49 +43,13 @@ func storeURL(env testenv.S3Env, bucket, prefix string) string {
 	return fmt.Sprintf("s3://%s/%s?region=%s&endpoint_url=%s", bucket, prefix, env.Region, env.Endpoint)
 }
 
-// newBucket creates a bucket of its own for t and, in t.Cleanup, deletes
-// every object in it and then the bucket. It returns a client with the
+// newBucket creates a bucket of its own for t (testenv.FreshS3Bucket,
+// which empties and deletes it when t ends) and returns a client with the
 // tests' credentials, which only tests use.
-func newBucket(t testing.TB, env testenv.S3Env) (*s3.Client, string) {
+func newBucket(t testing.TB, _ testenv.S3Env) (*s3.Client, string) {
 	t.Helper()
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	client := s3.New(s3.Options{
-		HTTPClient:   &http.Client{Transport: tr},
-		Region:       env.Region,
-		BaseEndpoint: aws.String(env.Endpoint),
-		UsePathStyle: true,
-		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: env.AccessKey, SecretAccessKey: env.SecretKey}, nil
-		}),
-	})
-	bucket := testenv.UniqueName(t, "pyrula-s3store")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatalf("CreateBucket %s at %s: %v", bucket, env.Endpoint, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		pages := s3.NewListObjectsV2Paginator(client, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
-		for pages.HasMorePages() {
-			page, err := pages.NextPage(ctx)
-			if err != nil {
-				t.Errorf("cleanup: list %s: %v", bucket, err)
-				return
-			}
-			for _, o := range page.Contents {
-				if _, err := client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: o.Key}); err != nil {
-					t.Errorf("cleanup: delete %s: %v", aws.ToString(o.Key), err)
-				}
-			}
-		}
-		if _, err := client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(bucket)}); err != nil {
-			t.Errorf("cleanup: DeleteBucket %s: %v", bucket, err)
-		}
-		tr.CloseIdleConnections()
-	})
-	return client, bucket
+	b := testenv.FreshS3Bucket(t, "pyrula-s3store")
+	return b.Client, b.Name
 }
 
 // fixture is a store on a new bucket, and a client to reach behind it.
