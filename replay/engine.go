@@ -169,6 +169,7 @@ type engine struct {
 	reason       string
 	outcome      *Outcome
 	callLineErr  error                  // the first case:call append that failed
+	lineWritten  bool                   // a case:call line was appended (the first one is never held)
 	usedSupply   map[string]bool        // supplied entries that answered a call, as in UnusedSupply
 	tracker      explain.Tracker        // the roles of changed calls
 	pending      map[string]*Divergence // what changed in a call resolved as changed, until it is observed

@@ -49,7 +49,7 @@ func (e *engine) Observe(ctx context.Context, o host.Observation) {
 	e.appendMu.Lock()
 	e.mu.Unlock()
 	defer e.appendMu.Unlock()
-	e.appendLine(ctx, line)
+	e.appendLine(ctx, line, o.Resolution.Action != host.ActLive)
 }
 
 // observeLocked counts a resolved call and makes its call line; false for
@@ -94,13 +94,18 @@ func (e *engine) observeLocked(o host.Observation) (CallLine, bool, settle) {
 	return line, true, st
 }
 
-// appendLine writes line as a case:call event, holding appendMu. A failed
-// append does not stop the run (the call itself is journaled); Run returns
-// the first failure.
-func (e *engine) appendLine(ctx context.Context, line CallLine) {
+// appendLine writes line as a case:call event, holding appendMu; the line
+// of an answered call (deferrable) may be held by the Log and written with
+// the next batch, except the run's first line, written at once so that a
+// follower sees the run reach its first post-fork call. A failed append
+// does not stop the run (the call itself is journaled); Run returns the
+// first failure.
+func (e *engine) appendLine(ctx context.Context, line CallLine, deferrable bool) {
+	deferrable = deferrable && e.lineWritten
+	e.lineWritten = true
 	// e.event is reused (under appendMu): a Log does not keep a Batch's slice.
 	e.event[0] = callLineEvent(line, e.clock.Now().UTC())
-	if seq, err := e.p.Log.Append(e.lineContext(ctx, time.Now()), e.p.RunID, host.Batch{Target: e.p.Target, Events: e.event[:]}); err != nil && e.callLineErr == nil {
+	if seq, err := e.p.Log.Append(e.lineContext(ctx, time.Now()), e.p.RunID, host.Batch{Target: e.p.Target, Events: e.event[:], Deferrable: deferrable}); err != nil && e.callLineErr == nil {
 		e.callLineErr = err
 	} else if err == nil {
 		e.noteSeq(seq)

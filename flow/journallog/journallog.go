@@ -7,7 +7,16 @@
 // runevent.Event, so the runtime's events are given to the journal as they
 // are and the journal's are the runtime's.
 //
-// journallog imports flow and journal; nothing below them.
+// A deferrable batch (an answered call's, host.Batch.Deferrable) is held
+// and written with the run's next batch that is not, or with its Finish or
+// Release, or once the held batches reach MaxHeldEvents events or are
+// MaxHoldFor old: a run replaying recorded calls writes once per many
+// calls instead of once per call. Held batches are in no journal until
+// then: a crash loses them, and the run resumed elsewhere makes them again
+// from its recording; what reaches the journal is always a prefix of the
+// run, in run_seq order.
+//
+// journallog imports bundle, flow/host, journal and runevent.
 package journallog
 
 import (
@@ -17,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/runevent"
@@ -31,6 +41,29 @@ type Log struct {
 
 	mu     sync.Mutex
 	leases map[string]journal.Lease
+	held   map[string]*heldBatches
+}
+
+// Bounds of the batches a Log holds for one run: it writes them once they
+// hold MaxHeldEvents events, or when a batch arrives MaxHoldFor after the
+// first held one.
+const (
+	MaxHeldEvents = 512
+	MaxHoldFor    = 50 * time.Millisecond
+)
+
+// heldBatches are a run's deferrable batches not yet written, and the
+// run_seq of the last event written or held. mu orders the run's writes:
+// held batches go to the journal before the batch that follows them.
+type heldBatches struct {
+	mu      sync.Mutex
+	events  []journal.Event
+	results []bundle.Result
+	since   time.Time
+	// lastSeq is the run_seq of the last event written or held; known once
+	// a write returned one.
+	lastSeq int64
+	known   bool
 }
 
 var _ host.Log = (*Log)(nil)
@@ -49,7 +82,7 @@ func New(j journal.Journal, opts Options) (*Log, error) {
 	if opts.Owner == "" {
 		return nil, errors.New("journallog: an owner is required")
 	}
-	return &Log{j: j, owner: opts.Owner, leaseTTL: opts.LeaseTTL, leases: map[string]journal.Lease{}}, nil
+	return &Log{j: j, owner: opts.Owner, leaseTTL: opts.LeaseTTL, leases: map[string]journal.Lease{}, held: map[string]*heldBatches{}}, nil
 }
 
 // Load implements host.Log: the run's events and results, live or archived;
@@ -68,26 +101,87 @@ func (l *Log) Load(ctx context.Context, runID string) (host.Recorded, error) {
 
 // Append implements host.Log. The run's first append creates it in the
 // journal (its run:start gives the inputs and code version); an append to a
-// run this Log holds no lease on takes the lease over first.
+// run this Log holds no lease on takes the lease over first. A deferrable
+// batch may be held (see the package doc); it returns the run_seq its last
+// event will have.
 func (l *Log) Append(ctx context.Context, runID string, b host.Batch) (int64, error) {
 	lease, err := l.lease(ctx, runID, b)
 	if err != nil {
 		return 0, err
 	}
-	seq, err := l.j.Append(ctx, lease, journal.Batch{Events: b.Events, Results: b.Results})
+	h := l.heldFor(runID)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if b.Deferrable && h.known && len(h.events)+len(b.Events) < MaxHeldEvents &&
+		(len(h.events) == 0 || time.Since(h.since) < MaxHoldFor) {
+		if len(h.events) == 0 {
+			h.since = time.Now()
+		}
+		// Copies: the caller reuses the batch's slices.
+		h.events = append(h.events, b.Events...)
+		h.results = append(h.results, b.Results...)
+		h.lastSeq += int64(len(b.Events))
+		return h.lastSeq, nil
+	}
+	batch := journal.Batch{Events: b.Events, Results: b.Results}
+	if len(h.events) > 0 {
+		batch = journal.Batch{Events: append(h.events, b.Events...), Results: append(h.results, b.Results...)}
+	}
+	h.events, h.results = h.events[:0], h.results[:0]
+	seq, err := l.j.Append(ctx, lease, batch)
 	if err != nil {
+		h.known = false
+		l.mu.Lock()
+		if l.held[runID] == h {
+			delete(l.held, runID)
+		}
+		l.mu.Unlock()
 		return 0, fmt.Errorf("journallog: append %s: %w", runID, translate(err))
 	}
+	h.lastSeq, h.known = seq, true
 	return seq, nil
 }
 
-// Finish implements host.Log.
+// heldFor is runID's held batches, made on first use.
+func (l *Log) heldFor(runID string) *heldBatches {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h, ok := l.held[runID]
+	if !ok {
+		h = &heldBatches{}
+		l.held[runID] = h
+	}
+	return h
+}
+
+// takeHeld removes runID's held batches from the Log and returns them,
+// locked (the caller unlocks); nil when there are none.
+func (l *Log) takeHeld(runID string) *heldBatches {
+	l.mu.Lock()
+	h, ok := l.held[runID]
+	delete(l.held, runID)
+	l.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	h.mu.Lock()
+	return h
+}
+
+// Finish implements host.Log: the run's held batches and terminal in one
+// write.
 func (l *Log) Finish(ctx context.Context, runID string, terminal host.Event) (int64, error) {
 	lease, err := l.lease(ctx, runID, host.Batch{})
 	if err != nil {
 		return 0, err
 	}
-	seq, err := l.j.Finish(ctx, lease, journal.Batch{Events: []journal.Event{terminal}})
+	batch := journal.Batch{Events: []journal.Event{terminal}}
+	if h := l.takeHeld(runID); h != nil {
+		batch = journal.Batch{Events: append(h.events, terminal), Results: h.results}
+		h.events, h.results, h.known = nil, nil, false
+		defer h.mu.Unlock()
+	}
+	seq, err := l.j.Finish(ctx, lease, batch)
 	if err != nil {
 		return 0, fmt.Errorf("journallog: finish %s: %w", runID, translate(err))
 	}
@@ -102,6 +196,19 @@ func (l *Log) Finish(ctx context.Context, runID string, terminal host.Event) (in
 // journal.StatusRunning to hand it back to be resumed. A run this Log holds
 // no lease on is left alone.
 func (l *Log) Release(ctx context.Context, runID string, status journal.Status) error {
+	if h := l.takeHeld(runID); h != nil {
+		// The held batches first, while the lease is held: what the run
+		// did is kept. A failure loses only them (the run makes them
+		// again); the lease is released all the same.
+		l.mu.Lock()
+		lease, ok := l.leases[runID]
+		l.mu.Unlock()
+		if ok && len(h.events) > 0 {
+			_, _ = l.j.Append(ctx, lease, journal.Batch{Events: h.events, Results: h.results})
+		}
+		h.events, h.results, h.known = nil, nil, false
+		h.mu.Unlock()
+	}
 	l.mu.Lock()
 	lease, ok := l.leases[runID]
 	delete(l.leases, runID)

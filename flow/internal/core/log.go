@@ -61,6 +61,15 @@ type Batch struct {
 	Events []Event
 	// Results to store, each {key, kind, fingerprint, result|error}.
 	Results []bundle.Result
+	// Deferrable says the batch is an answered call's (its call:start,
+	// call:done and result record, or a case run's case:call line for it):
+	// nothing ran outside the run to make it, and a run resumed after a
+	// crash makes it again the same way. A Log may then hold it and write it
+	// with the run's next batch (still in run_seq order, and returning the
+	// run_seq it will have), so that a run of answered calls costs one write
+	// per many calls; a crash loses only such batches, and the journal is
+	// always a prefix of the run. A Log may as well write it at once.
+	Deferrable bool
 }
 
 // MemLog is an in-memory Log for tests and embedded use. Load returns

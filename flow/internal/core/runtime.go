@@ -749,7 +749,7 @@ func (r *run) doneCallLocked(ctx context.Context, c Call, res Resolution, st cal
 		r.events[0], r.events[1], r.records[0] = Event{}, Event{}, bundle.Result{}
 		return r.abandonLocked(ctx)
 	}
-	err := r.appendLocked(ctx, wctx, Batch{Events: r.events[:st.nEvents+1], Results: r.records[:1]})
+	err := r.appendLocked(ctx, wctx, Batch{Events: r.events[:st.nEvents+1], Results: r.records[:1], Deferrable: res.Action != ActLive})
 	r.events[0], r.events[1], r.records[0] = Event{}, Event{}, bundle.Result{}
 	if err != nil {
 		return err

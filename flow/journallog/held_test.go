@@ -1,0 +1,155 @@
+package journallog_test
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/flow/host"
+	"github.com/pyrula/caseworker/flow/journallog"
+	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/journal/memjournal"
+	"github.com/pyrula/caseworker/runevent"
+)
+
+// answered is the deferrable batch of answered call i: its call:start,
+// call:done and result record.
+func answered(i int) host.Batch {
+	ref := &host.CallRef{Kind: host.KindStep, Key: "read:" + strconv.Itoa(i), Fingerprint: "f"}
+	return host.Batch{Target: "t", Deferrable: true,
+		Events:  []host.Event{{Kind: runevent.CallStart, Call: ref, Input: json.RawMessage(`{}`)}, {Kind: runevent.CallDone, Call: ref, Provenance: "reused"}},
+		Results: []bundle.Result{{Key: ref.Key, Kind: string(ref.Kind), Fingerprint: "f", Result: json.RawMessage(`1`)}}}
+}
+
+// heldLog is a Log on a memory journal with a run started (run:submitted
+// and run:start written).
+func heldLog(t *testing.T) (*journallog.Log, journal.Journal, string) {
+	t.Helper()
+	j, err := memjournal.New(memjournal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := journallog.New(j, journallog.Options{Owner: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runID := "run_held"
+	if _, err := log.Append(context.Background(), runID, host.Batch{Target: "t", Events: []host.Event{{Kind: runevent.RunStart, Inputs: json.RawMessage(`{}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	return log, j, runID
+}
+
+func lastSeq(t *testing.T, j journal.Journal, runID string) int64 {
+	t.Helper()
+	m, err := j.Meta(context.Background(), runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.LastSeq
+}
+
+// Deferrable batches are held and written, in order, with the next batch
+// that is not; the run_seq Append returns for a held batch is the one its
+// last event gets.
+func TestHeldBatchesWrittenWithTheNext(t *testing.T) {
+	ctx := context.Background()
+	log, j, runID := heldLog(t)
+	start := lastSeq(t, j, runID)
+	var want []int64
+	for i := range 3 {
+		seq, err := log.Append(ctx, runID, answered(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, seq)
+	}
+	if got := lastSeq(t, j, runID); got != start {
+		t.Fatalf("the journal has run_seq %d after three held batches, want %d (nothing written)", got, start)
+	}
+	seq, err := log.Append(ctx, runID, host.Batch{Target: "t", Events: []host.Event{{Kind: runevent.RunStart, Inputs: json.RawMessage(`{}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq != start+7 || lastSeq(t, j, runID) != seq {
+		t.Fatalf("the next batch got run_seq %d (journal %d), want %d", seq, lastSeq(t, j, runID), start+7)
+	}
+	r, err := j.Run(ctx, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range want {
+		ev := r.Events[s-1]
+		if ev.RunSeq != s || ev.Kind != runevent.CallDone || ev.Call.Key != "read:"+strconv.Itoa(i) {
+			t.Errorf("event at the run_seq %d returned for batch %d: %+v", s, i, ev)
+		}
+	}
+	if len(r.Results) != 3 {
+		t.Errorf("%d results stored, want 3", len(r.Results))
+	}
+}
+
+// Finish writes the held batches before the terminal event; Release writes
+// them before it lets the run go.
+func TestHeldBatchesOnFinishAndRelease(t *testing.T) {
+	ctx := context.Background()
+	for _, end := range []string{"finish", "release"} {
+		t.Run(end, func(t *testing.T) {
+			log, j, runID := heldLog(t)
+			start := lastSeq(t, j, runID)
+			for i := range 2 {
+				if _, err := log.Append(ctx, runID, answered(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := start + 4
+			if end == "finish" {
+				seq, err := log.Finish(ctx, runID, host.Event{Kind: runevent.RunComplete, Result: json.RawMessage(`null`)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want++; seq != want {
+					t.Errorf("the terminal event got run_seq %d, want %d", seq, want)
+				}
+			} else if err := log.Release(ctx, runID, journal.StatusSuspended); err != nil {
+				t.Fatal(err)
+			}
+			if got := lastSeq(t, j, runID); got != want {
+				t.Errorf("the journal ends at run_seq %d, want %d", got, want)
+			}
+		})
+	}
+}
+
+// The held batches are written once they reach MaxHeldEvents events, and by
+// the first batch MaxHoldFor after the first held one.
+func TestHeldBatchesBounds(t *testing.T) {
+	ctx := context.Background()
+	log, j, runID := heldLog(t)
+	start := lastSeq(t, j, runID)
+	// Batches of two events: the one that brings them to MaxHeldEvents is
+	// written with the ones held.
+	n := journallog.MaxHeldEvents / 2
+	for i := range n {
+		if _, err := log.Append(ctx, runID, answered(i)); err != nil {
+			t.Fatal(err)
+		}
+		if got := lastSeq(t, j, runID); (i < n-1 && got != start) || (i == n-1 && got != start+int64(journallog.MaxHeldEvents)) {
+			t.Fatalf("after batch %d the journal is at run_seq %d (from %d): want the batches written at %d events", i, got, start, journallog.MaxHeldEvents)
+		}
+	}
+	at := lastSeq(t, j, runID)
+	if _, err := log.Append(ctx, runID, answered(n)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(journallog.MaxHoldFor + 10*time.Millisecond)
+	if _, err := log.Append(ctx, runID, answered(n+1)); err != nil {
+		t.Fatal(err)
+	}
+	if got := lastSeq(t, j, runID); got != at+4 {
+		t.Errorf("a batch %v after the first held one: the journal is at %d, want %d", journallog.MaxHoldFor, got, at+4)
+	}
+}
