@@ -32,17 +32,18 @@ import (
 )
 
 var (
-	flagSuiteRuns   = flag.Int("suite-runs", 200, "recorded runs a BenchmarkShadowSuite iteration replays")
-	flagSuiteCalls  = flag.Int("suite-calls", 100, "calls of each recorded run of BenchmarkShadowSuite")
-	flagFirstCalls  = flag.String("first-call-sizes", "10,1000,100000", "bundle sizes (calls) of BenchmarkFirstPostForkCall; -short keeps the first two")
-	flagFirstStores = flag.String("first-call-stores", "file,postgres,s3", "fixture stores of BenchmarkFirstPostForkCall (file, postgres, s3; postgres and s3 skip without their test servers)")
+	flagSuiteRuns      = flag.Int("suite-runs", 200, "recorded runs a BenchmarkShadowSuite iteration replays")
+	flagSuiteCalls     = flag.Int("suite-calls", 100, "calls of each recorded run of BenchmarkShadowSuite")
+	flagFirstCalls     = flag.String("first-call-sizes", "10,1000,100000", "bundle sizes (calls) of BenchmarkFirstPostForkCall; -short keeps the first two")
+	flagRunConcurrency = flag.Int("run-concurrency", 0, "PYRULA_RUN_CONCURRENCY of the suite benchmarks' worker (0: the worker's default)")
+	flagFirstStores    = flag.String("first-call-stores", "file,postgres,s3", "fixture stores of BenchmarkFirstPostForkCall (file, postgres, s3; postgres and s3 skip without their test servers)")
 )
 
 // startBenchWorker starts one in-process worker on namespace ns with the
 // replaytest registry and store st.
 func startBenchWorker(b *testing.B, c valkey.Client, ns string, reg *flow.Registry, st store.Store) {
 	b.Helper()
-	w, err := worker.New(worker.Config{Namespace: ns, ConsumerName: "bench"},
+	w, err := worker.New(worker.Config{Namespace: ns, ConsumerName: "bench", RunConcurrency: *flagRunConcurrency},
 		worker.Params{Client: c, Store: st, Registry: reg, Registerer: prometheus.NewRegistry(), Logger: zap.NewNop()})
 	if err != nil {
 		b.Fatal(err)

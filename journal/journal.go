@@ -359,6 +359,16 @@ type Lister interface {
 	Finished(ctx context.Context, q FinishedQuery) ([]RunRef, error)
 }
 
+// TailReader reads a run's last events without the rest: a finished case
+// run's outcome is in its last two. valkeyjournal and memjournal implement
+// it.
+type TailReader interface {
+	// Tail returns the run's last n events (all of them when it has fewer),
+	// in run_seq order, live or archived; ErrRunNotFound for a run the
+	// journal does not know.
+	Tail(ctx context.Context, runID string, n int) ([]Event, error)
+}
+
 // ArchiveLister lists the runs an Archive holds under namespace, in run id
 // order; pgarchive implements it.
 type ArchiveLister interface {

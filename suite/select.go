@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/runevent"
@@ -40,6 +42,10 @@ func SelectStored(ctx context.Context, s store.Store, target string, limit int) 
 	return sel, nil
 }
 
+// ReadConcurrency is how many runs SelectRuns reads at once (and a suite's
+// coordinator reads its children's outcomes at once).
+const ReadConcurrency = 16
+
 // SelectRuns selects the completed runs of target in journal j (live and
 // archived; j must list them: journal.Lister) that finished in q's bounds,
 // leaving out case runs and suites (their events hold a case:outcome or a
@@ -57,18 +63,35 @@ func SelectRuns(ctx context.Context, j journal.Journal, target string, q message
 	if err != nil {
 		return Selection{}, err
 	}
+	// Each run is read (ReadConcurrency at once) to tell a recording from
+	// a case run and find its fork; the order stays the listing's.
+	fork := make([]int64, len(refs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(ReadConcurrency)
+	for i, r := range refs {
+		g.Go(func() error {
+			fork[i] = -1
+			events, _, err := j.Events(gctx, r.RunID)
+			if errors.Is(err, journal.ErrRunNotFound) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("read run %s: %w", r.RunID, err)
+			}
+			if f, ok := recordedRun(events); ok {
+				fork[i] = f
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return Selection{}, err
+	}
 	var recorded []string
 	var forks []int64
-	for _, r := range refs {
-		events, _, err := j.Events(ctx, r.RunID)
-		if errors.Is(err, journal.ErrRunNotFound) {
-			continue
-		}
-		if err != nil {
-			return Selection{}, fmt.Errorf("read run %s: %w", r.RunID, err)
-		}
-		if fork, ok := recordedRun(events); ok {
-			recorded, forks = append(recorded, r.RunID), append(forks, fork)
+	for i, r := range refs {
+		if fork[i] >= 0 {
+			recorded, forks = append(recorded, r.RunID), append(forks, fork[i])
 		}
 	}
 	keep := make([]int, len(recorded))

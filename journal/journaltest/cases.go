@@ -340,6 +340,37 @@ func testAppendAssignsSeq(t *testing.T, h *Harness) {
 	}
 }
 
+// testTail: a journal that reads a run's last events (journal.TailReader)
+// gives the same events as the end of Events, for n under, at and over the
+// run's length; an unknown run is ErrRunNotFound.
+func testTail(t *testing.T, h *Harness) {
+	f := setup(t, h)
+	tr, ok := f.j.(journal.TailReader)
+	if !ok {
+		t.Skip("this journal does not read tails")
+	}
+	id, l := f.create(t, "w", 0)
+	f.appendOK(t, l, journal.Batch{Events: []journal.Event{callStart(0), callDone(0), callStart(1), callDone(1)}, Results: []bundle.Result{result(0), result(1)}})
+	all, _ := f.events(t, id)
+	for _, n := range []int{0, 1, 2, len(all), len(all) + 3} {
+		got, err := tr.Tail(f.ctx, id, n)
+		if err != nil {
+			t.Fatalf("Tail(%d): %v", n, err)
+		}
+		want := all[max(len(all)-n, 0):]
+		if len(got) != len(want) {
+			t.Fatalf("Tail(%d) gave %d events, want %d", n, len(got), len(want))
+		}
+		for i := range want {
+			if eventJSON(t, got[i]) != eventJSON(t, want[i]) {
+				t.Errorf("Tail(%d)[%d] = %s, want %s", n, i, eventJSON(t, got[i]), eventJSON(t, want[i]))
+			}
+		}
+	}
+	_, err := tr.Tail(f.ctx, newID("missing"), 2)
+	wantErr(t, "Tail of an unknown run", err, journal.ErrRunNotFound)
+}
+
 func testExactBytes(t *testing.T, h *Harness) {
 	f := setup(t, h)
 	id, l := f.create(t, "w", 0)

@@ -90,6 +90,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"CreateUnowned", testCreateUnowned},
 		{"CreateExists", testCreateExists},
 		{"AppendAssignsRunSeq", testAppendAssignsSeq},
+		{"Tail", testTail},
 		{"ExactBytes", testExactBytes},
 		{"ExpectedRunSeq", testExpectedSeq},
 		{"Results", testResults},

@@ -426,6 +426,16 @@ func (j *Journal) Meta(ctx context.Context, runID string) (journal.Meta, error) 
 }
 
 // Events implements journal.Journal.
+// Tail implements journal.TailReader: the run's last n events.
+func (j *Journal) Tail(ctx context.Context, runID string, n int) ([]journal.Event, error) {
+	evs, _, err := j.Events(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	return evs[max(len(evs)-max(n, 0), 0):], nil
+}
+
+// Events implements journal.Journal.
 func (j *Journal) Events(ctx context.Context, runID string) ([]journal.Event, journal.Origin, error) {
 	evs, origin, err := backend.ReadThrough(ctx, j.opts.Archive,
 		func() ([]journal.Event, error) {

@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -324,7 +325,7 @@ func (j *Journal) Seal(ctx context.Context, runID string) error {
 		return j.wrap(ctx, "seal", runID, err)
 	}
 	if a := j.opts.Archive; a != nil {
-		r, err := j.liveRun(ctx, runID, "run")
+		r, err := j.liveRun(ctx, runID, "run", 0)
 		if backend.IsNotFound(err) {
 			return j.sealGone(ctx, runID)
 		}
@@ -367,16 +368,22 @@ func (j *Journal) sealGone(ctx context.Context, runID string) error {
 // "results", "run") from Valkey at one instant: one MULTI/EXEC transaction
 // of plain reads (faster than a script, which would copy everything through
 // Lua tables), on keys of one slot.
-func (j *Journal) liveRun(ctx context.Context, runID, what string) (*journal.Run, error) {
+// liveRun reads what of run runID from Valkey: "meta", "events",
+// "results", "run" (all three), or "tail" (the meta and the last tail
+// events).
+func (j *Journal) liveRun(ctx context.Context, runID, what string, tail int64) (*journal.Run, error) {
 	if err := journal.CheckRunID(runID); err != nil {
 		return nil, err
 	}
 	mk, ek, rk := Keys(j.opts.Namespace, runID)
 	cmds := make(valkey.Commands, 0, 5)
 	cmds = append(cmds, j.c.B().Multi().Build(), j.c.B().Hgetall().Key(mk).Build())
-	events := what == "events" || what == "run"
+	events := what == "events" || what == "run" || what == "tail"
 	results := what == "results" || what == "run"
-	if events {
+	switch {
+	case what == "tail":
+		cmds = append(cmds, j.c.B().Xrevrange().Key(ek).End("+").Start("-").Count(tail).Build())
+	case events:
 		cmds = append(cmds, j.c.B().Xrange().Key(ek).Start("-").End("+").Build())
 	}
 	if results {
@@ -422,6 +429,9 @@ func (j *Journal) liveRun(ctx context.Context, runID, what string) (*journal.Run
 			if r.Events[i], err = backend.DecodeEvent(raw); err != nil {
 				return nil, err
 			}
+		}
+		if what == "tail" {
+			slices.Reverse(r.Events) // XREVRANGE: newest first
 		}
 		reply = reply[1:]
 	}
@@ -509,10 +519,11 @@ func decodeMeta(f map[string]string) (journal.Meta, error) {
 	return m, nil
 }
 
-// read returns what of the run from Valkey, or else from the archive.
-func (j *Journal) read(ctx context.Context, op, runID, what string) (*journal.Run, error) {
+// read returns what of the run (liveRun) from Valkey, or else from the
+// archive.
+func (j *Journal) read(ctx context.Context, op, runID, what string, tail int64) (*journal.Run, error) {
 	r, origin, err := backend.ReadThrough(ctx, j.opts.Archive,
-		func() (*journal.Run, error) { return j.liveRun(ctx, runID, what) },
+		func() (*journal.Run, error) { return j.liveRun(ctx, runID, what, tail) },
 		func(a journal.Archive) (*journal.Run, error) {
 			switch what {
 			case "meta":
@@ -521,6 +532,9 @@ func (j *Journal) read(ctx context.Context, op, runID, what string) (*journal.Ru
 			case "events":
 				evs, err := a.Events(ctx, j.opts.Namespace, runID)
 				return &journal.Run{Events: evs}, err
+			case "tail":
+				evs, err := a.Events(ctx, j.opts.Namespace, runID)
+				return &journal.Run{Events: evs[max(len(evs)-int(tail), 0):]}, err
 			case "results":
 				rs, err := a.Results(ctx, j.opts.Namespace, runID)
 				return &journal.Run{Results: rs}, err
@@ -536,7 +550,7 @@ func (j *Journal) read(ctx context.Context, op, runID, what string) (*journal.Ru
 
 // Meta implements journal.Journal.
 func (j *Journal) Meta(ctx context.Context, runID string) (journal.Meta, error) {
-	r, err := j.read(ctx, "meta", runID, "meta")
+	r, err := j.read(ctx, "meta", runID, "meta", 0)
 	if err != nil {
 		return journal.Meta{}, err
 	}
@@ -545,16 +559,28 @@ func (j *Journal) Meta(ctx context.Context, runID string) (journal.Meta, error) 
 
 // Events implements journal.Journal.
 func (j *Journal) Events(ctx context.Context, runID string) ([]journal.Event, journal.Origin, error) {
-	r, err := j.read(ctx, "events", runID, "events")
+	r, err := j.read(ctx, "events", runID, "events", 0)
 	if err != nil {
 		return nil, "", err
 	}
 	return r.Events, r.Meta.Origin, nil
 }
 
+// Tail implements journal.TailReader.
+func (j *Journal) Tail(ctx context.Context, runID string, n int) ([]journal.Event, error) {
+	if n <= 0 {
+		return []journal.Event{}, nil
+	}
+	r, err := j.read(ctx, "tail", runID, "tail", int64(n))
+	if err != nil {
+		return nil, err
+	}
+	return r.Events, nil
+}
+
 // Results implements journal.Journal.
 func (j *Journal) Results(ctx context.Context, runID string) ([]bundle.Result, journal.Origin, error) {
-	r, err := j.read(ctx, "results", runID, "results")
+	r, err := j.read(ctx, "results", runID, "results", 0)
 	if err != nil {
 		return nil, "", err
 	}
@@ -563,5 +589,5 @@ func (j *Journal) Results(ctx context.Context, runID string) ([]bundle.Result, j
 
 // Run implements journal.Journal.
 func (j *Journal) Run(ctx context.Context, runID string) (*journal.Run, error) {
-	return j.read(ctx, "run", runID, "run")
+	return j.read(ctx, "run", runID, "run", 0)
 }

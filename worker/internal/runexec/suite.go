@@ -10,6 +10,7 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/journal"
@@ -267,15 +268,28 @@ func (x *Executor) suiteProgress(ctx context.Context, suiteID string, total int)
 
 // childResults reads the case:outcome of every child of plan.
 func (x *Executor) childResults(ctx context.Context, plan suite.Plan) ([]suite.Result, error) {
-	results := make([]suite.Result, 0, plan.Total)
+	all := make([]suite.Result, plan.Total)
+	found := make([]bool, plan.Total)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(suite.ReadConcurrency)
 	for i := range plan.Total {
-		child := plan.Child(i)
-		r, ok, err := x.childOutcome(ctx, child.RunID)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
+		g.Go(func() error {
+			child := plan.Child(i)
+			r, ok, err := x.childOutcome(gctx, child.RunID)
+			if err != nil {
+				return err
+			}
 			r.Child = child
+			all[i], found[i] = r, ok
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	results := make([]suite.Result, 0, plan.Total)
+	for i, r := range all {
+		if found[i] {
 			results = append(results, r)
 		}
 	}
@@ -285,10 +299,30 @@ func (x *Executor) childResults(ctx context.Context, plan suite.Plan) ([]suite.R
 // childOutcome reads the case:outcome of run runID (ok false when it has
 // none).
 func (x *Executor) childOutcome(ctx context.Context, runID string) (suite.Result, bool, error) {
+	// A finished case run ends with its case:outcome and terminal event:
+	// its last events, when the journal reads them alone, are enough.
+	if t, ok := x.journal.(journal.TailReader); ok {
+		events, err := t.Tail(ctx, runID, outcomeTail)
+		if err != nil {
+			return suite.Result{}, false, fmt.Errorf("read child %s: %w", runID, err)
+		}
+		if r, ok, err := outcomeOf(events); ok || err != nil {
+			return r, ok, err
+		}
+	}
 	events, _, err := x.journal.Events(ctx, runID)
 	if err != nil {
 		return suite.Result{}, false, fmt.Errorf("read child %s: %w", runID, err)
 	}
+	return outcomeOf(events)
+}
+
+// outcomeTail is how many last events of a child childOutcome reads first.
+const outcomeTail = 4
+
+// outcomeOf is the result the last case:outcome of events says, with the
+// answer of the run:complete after it (ok false when there is none).
+func outcomeOf(events []journal.Event) (suite.Result, bool, error) {
 	var answer json.RawMessage
 	for i := len(events) - 1; i >= 0; i-- {
 		switch events[i].Kind {
