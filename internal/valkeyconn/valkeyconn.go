@@ -74,6 +74,9 @@ func Options(url string, s Settings) (valkey.ClientOption, error) {
 		return opt, ErrInvalidURL
 	}
 	opt.DisableCache = true
+	// No CLIENT SETINFO at connect: the worker's ACL line (docs/operate.md)
+	// then needs no CLIENT subcommand that not every server has.
+	opt.ClientSetInfo = valkey.DisableClientSetInfo
 	if s.Username != "" || s.Password != "" {
 		if opt.Username != "" || opt.Password != "" {
 			return opt, fmt.Errorf("the Valkey URL carries a user or password and %s or %s is set: give the credentials in one place", EnvUsername, EnvPassword)
