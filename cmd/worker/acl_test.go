@@ -188,7 +188,7 @@ func TestLeastPrivilegeACL(t *testing.T) {
 			oc := testenv.ValkeyClientAt(t, withUser(t, url, otherUser, "pw-other-"+suffix), "")
 			for _, cmd := range []valkey.Completed{
 				oc.B().Xrange().Key(ns + ":case-replies").Start("-").End("+").Build(),
-				oc.B().Xadd().Key(ns + ":case-messages").Id("*").FieldValue().FieldValue("message", "{}").Build(),
+				oc.B().Xadd().Key(ns+":case-messages").Id("*").FieldValue().FieldValue("message", "{}").Build(),
 				oc.B().Xreadgroup().Group("case-workers", "intruder").Count(1).Streams().Key(ns + ":case-messages").Id(">").Build(),
 				oc.B().Get().Key(ns + ":msg:{save}").Build(),
 				oc.B().Hgetall().Key(ns + ":{" + runID + "}:meta").Build(),
