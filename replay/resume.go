@@ -49,6 +49,7 @@ func (e *engine) resume(ctx context.Context) (resumed, error) {
 		input json.RawMessage
 	}
 	calls := map[callKey]started{}
+	done := map[callKey]bool{}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, ev := range rec.Events {
@@ -80,9 +81,25 @@ func (e *engine) resume(ctx context.Context) (resumed, error) {
 				continue
 			}
 			st := calls[keyOf(*ev.Call)]
+			done[keyOf(*ev.Call)] = true
 			c := host.Call{CallRef: *ev.Call, RunID: e.p.RunID, Input: st.input, Seq: st.pos}
 			res := results[keyOf(*ev.Call)]
 			e.resumeCall(c, ev.Provenance, res)
+		}
+	}
+	// A model call started and not done was in flight when the run's last
+	// worker died: the provider may have billed it, and the call is sent
+	// again. It counts at its worst case, so that the run's cost is never
+	// below what the provider billed and a ceiling holds across the crash.
+	for k, st := range calls {
+		if done[k] || k.kind != host.KindModel {
+			continue
+		}
+		if price, ok := e.prices[modelOf(st.input)]; ok {
+			var req flow.ModelRequest
+			_ = json.Unmarshal(st.input, &req)
+			c := host.Call{Input: st.input, Model: &req}
+			e.cost += price.WorstCase(PromptBound(c.Input, c.Model), maxTokensOf(c))
 		}
 	}
 	// Call lines lost in a crash between a call:done and its case:call.

@@ -165,7 +165,13 @@ func workerEnv(url, ns, consumer string, extra ...string) []string {
 // answers 200.
 func startReady(t *testing.T, env ...string) *daemon {
 	t.Helper()
-	d := startDaemon(t, env...)
+	return startReadyOf(t, workerBin, env...)
+}
+
+// startReadyOf is startReady of the binary bin.
+func startReadyOf(t *testing.T, bin string, env ...string) *daemon {
+	t.Helper()
+	d := startDaemonOf(t, bin, env...)
 	testwait.Eventually(t, 30*time.Second, "/readyz 200", func() bool {
 		code, _, err := d.get("/readyz")
 		return err == nil && code == http.StatusOK
@@ -338,6 +344,8 @@ type runEvent struct {
 	} `json:"call"`
 	Code   string          `json:"code"`
 	Result json.RawMessage `json:"result"`
+	// CostUSD is a case:outcome's cost.
+	CostUSD float64 `json:"cost_usd"`
 }
 
 // runJournal is one run's events, as the checks see them.

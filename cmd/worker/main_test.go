@@ -31,8 +31,9 @@ import (
 )
 
 // workerBin is the path of the binary built once for the tests, as it is
-// shipped; demoBin the same built with the demo tag (`worker demo`).
-var workerBin, demoBin string
+// shipped; demoBin the same built with the demo tag (`worker demo`);
+// paidBin the worker of TestNoPaidCallTwice (internal/paidworker).
+var workerBin, demoBin, paidBin string
 
 func TestMain(m *testing.M) {
 	os.Exit(testMain(m))
@@ -50,6 +51,10 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	if demoBin, err = testenv.BuildBinary(dir, "github.com/pyrula/caseworker/cmd/worker", "demo"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if paidBin, err = testenv.BuildBinary(dir, "github.com/pyrula/caseworker/cmd/worker/internal/paidworker"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -342,8 +347,14 @@ func (d *daemon) logs() string {
 // it is still running.
 func startDaemon(t *testing.T, env ...string) *daemon {
 	t.Helper()
+	return startDaemonOf(t, workerBin, env...)
+}
+
+// startDaemonOf is startDaemon of the binary bin.
+func startDaemonOf(t *testing.T, bin string, env ...string) *daemon {
+	t.Helper()
 	d := &daemon{t: t, done: make(chan struct{})}
-	d.cmd = exec.Command(workerBin, "serve")
+	d.cmd = exec.Command(bin, "serve")
 	d.cmd.Env = baseEnv(t, env...)
 	pr, err := d.cmd.StderrPipe()
 	if err != nil {

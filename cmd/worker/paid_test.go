@@ -1,0 +1,223 @@
+package main_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/pyrula/caseworker/internal/testenv"
+	"github.com/pyrula/caseworker/internal/testwait"
+)
+
+// paidServer is a local OpenAI-compatible server that answers after a
+// delay, counts the requests and bills each at its model's price, and
+// counts the POSTs of the paid agent's write step.
+type paidServer struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests int
+	billed   float64
+	writes   int
+}
+
+// paidPrice is the server's price of every model, per million tokens in and
+// out; each answer is 1,000 tokens in and 50 out.
+const paidPrice = 2.0
+
+func newPaidServer(t *testing.T) *paidServer {
+	s := &paidServer{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Model string `json:"model"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		if r.URL.Path == "/write" {
+			s.mu.Lock()
+			s.writes++
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Lock()
+		s.requests++
+		s.billed += 1050 * paidPrice / 1e6
+		s.mu.Unlock()
+		time.Sleep(40 * time.Millisecond) // a call in flight long enough to be cut
+		w.Header().Set("Content-Type", "application/json")
+		// The answer names the model, so that the write step's input, made
+		// from it, changes with the model and the write runs live.
+		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"An answer from %s."},"finish_reason":"stop"}],"usage":{"prompt_tokens":1000,"completion_tokens":50,"total_tokens":1050}}`, req.Model, req.Model)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// take returns the counts since the last take and resets them.
+func (s *paidServer) take() (requests, writes int, billed float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	requests, writes, billed = s.requests, s.writes, s.billed
+	s.requests, s.writes, s.billed = 0, 0, 0
+	return
+}
+
+// inFlight says which calls of journal j had started and not finished.
+func inFlight(j runJournal) map[string]bool {
+	open := map[string]bool{}
+	for _, e := range j.events {
+		if e.Call == nil {
+			continue
+		}
+		id := e.Call.Kind + ":" + e.Call.Key
+		switch e.Kind {
+		case "call:start":
+			open[id] = true
+		case "call:done":
+			delete(open, id)
+		}
+	}
+	return open
+}
+
+// TestNoPaidCallTwice: a case run of the paid agent with every model call
+// live (another model) and its write step allowed, its worker SIGKILLed once
+// the run has written its first k events, for k = 1, 2, … until the run ends
+// before the kill, and resumed by a second worker. Each time the model
+// server sees each call whose answer reached the journal once, plus at most
+// the one call in flight at the kill; the write runs once, or twice only
+// when it was in flight at the kill; and the run's outcome costs no less than
+// what the server billed (a call lost in flight counts at its worst case).
+func TestNoPaidCallTwice(t *testing.T) {
+	vurl := testenv.ValkeyURL(t)
+	srv := newPaidServer(t)
+	ns := testenv.UniqueName(t, "wpaid")
+	client := testenv.ValkeyClientAt(t, vurl, ns)
+	store := "PYRULA_FIXTURE_STORE=file://" + t.TempDir()
+	env := func(consumer string) []string {
+		return workerEnv(vurl, ns, consumer, store, "PYRULA_CLAIM_IDLE=300ms", "PYRULA_RUN_LEASE=1s",
+			"PYRULA_LLM_REF=openai", "OPENAI_API_KEY=sk-paid", "OPENAI_BASE_URL="+srv.URL+"/v1", "PAIDTEST_WRITE_URL="+srv.URL+"/write")
+	}
+	replies := ns + ":case-replies"
+
+	// The recording: the paid agent run live once, saved after its start.
+	rec := startReadyOf(t, paidBin, env("recorder")...)
+	sendAll(t, client, ns+":case-messages", []any{envelope{MessageID: "record", Type: "start_run", Body: map[string]any{"target_name": "paid"}}})
+	got, last := readReplies(t, client, replies, "0", 1, 30*time.Second)
+	recorded := runResultID(got[0])
+	if recorded == "" {
+		t.Fatalf("start_run: %+v", got[0])
+	}
+	waitRunsFinished(t, client, ns, []string{recorded}, 30*time.Second)
+	sendAll(t, client, ns+":case-messages", []any{envelope{MessageID: "save", Type: "save_case", Body: map[string]any{"target_name": "paid", "run_id": recorded, "fork_after_seq": 2}}})
+	got, last = readReplies(t, client, replies, last, 1, 30*time.Second)
+	var saved struct {
+		FixtureHash string `json:"fixture_hash"`
+	}
+	if json.Unmarshal(got[0].Result, &saved); got[0].Status != "ok" || saved.FixtureHash == "" {
+		t.Fatalf("save_case: %+v", got[0])
+	}
+	rec.sigkill()
+	if requests, writes, _ := srv.take(); requests != 3 || writes != 1 {
+		t.Fatalf("the recording made %d model requests and %d writes, want 3 and 1", requests, writes)
+	}
+
+	body := map[string]any{"target_name": "paid", "source": map[string]any{"bundle": map[string]any{"fixture_hash": saved.FixtureHash}},
+		"options": map[string]any{"model": "m2", "allow_write": []string{"step:notify"}, "live_budget": 10,
+			"prices": map[string]any{"m2": map[string]any{"input_per_mtok": paidPrice, "output_per_mtok": paidPrice}}}}
+	kills := 0
+	for k := 1; k < 100; k++ {
+		id := fmt.Sprintf("case-%d", k)
+		a := startReadyOf(t, paidBin, env(fmt.Sprintf("a%d", k))...)
+		sendAll(t, client, ns+":case-messages", []any{envelope{MessageID: id, Type: "run_case", Body: body}})
+		// The reply to this message: a reclaimed earlier message may be
+		// replied to again (the same reply) before it.
+		var r reply
+		for r.MessageID != id {
+			got, last = readReplies(t, client, replies, last, 1, 30*time.Second)
+			r = got[0]
+		}
+		runID := runResultID(r)
+		if runID == "" {
+			t.Fatalf("run_case %s: %+v", id, r)
+		}
+		events := ns + ":{" + runID + "}:events"
+		var atKill runJournal
+		ended := false
+		testwait.Eventually(t, 30*time.Second, fmt.Sprintf("run %s at %d events", runID, k), func() bool {
+			n, err := client.Do(t.Context(), client.B().Xlen().Key(events).Build()).AsInt64()
+			if err != nil && !valkey.IsValkeyNil(err) {
+				t.Fatal(err)
+			}
+			if n < int64(k) {
+				return false
+			}
+			a.sigkill()
+			atKill = readJournal(t, client, ns, runID)
+			ended = len(atKill.terminal()) > 0
+			return true
+		})
+		if !ended {
+			kills++
+			b := startReadyOf(t, paidBin, env(fmt.Sprintf("b%d", k))...)
+			waitRunsFinished(t, client, ns, []string{runID}, 60*time.Second)
+			// The next trial's run goes to its own first worker alone.
+			b.sigkill()
+		}
+		waitRunsFinished(t, client, ns, []string{runID}, 60*time.Second)
+		j := readJournal(t, client, ns, runID)
+		requests, writes, billed := srv.take()
+		answered := 0
+		for _, e := range j.events {
+			if e.Kind == "call:done" && e.Call != nil && e.Call.Kind == "model" {
+				answered++
+			}
+		}
+		open := inFlight(atKill)
+		modelInFlight := 0
+		for c := range open {
+			if strings.HasPrefix(c, "model:") {
+				modelInFlight++
+			}
+		}
+		if answered != 3 || requests < answered || requests > answered+modelInFlight {
+			t.Errorf("kill after %d events: the server saw %d model requests for %d journaled answers (%d in flight at the kill)\n%s", k, requests, answered, modelInFlight, j)
+		}
+		if writes < 1 || (writes > 1 && !open["step:notify:0"]) || writes > 2 {
+			t.Errorf("kill after %d events: the write ran %d times (in flight at the kill: %v)\n%s", k, writes, open["step:notify:0"], j)
+		}
+		cost := -1.0
+		for _, e := range j.events {
+			if e.Kind == "case:outcome" {
+				cost = e.CostUSD
+			}
+		}
+		if cost < billed-1e-12 {
+			t.Errorf("kill after %d events: the outcome costs $%g, below the $%g the server billed for %d requests (%d answers journaled)", k, cost, billed, requests, answered)
+		}
+		t.Logf("kill after %d events (in flight: %v): %d model requests, %d answers, %d writes; outcome $%g, billed $%g", k, keys(open), requests, answered, writes, cost, billed)
+		if ended {
+			t.Logf("%d trials, %d kills; the run has %d events", k, kills, len(j.events))
+			break
+		}
+	}
+	if kills < 5 {
+		t.Errorf("only %d kills landed in a run: the trial did not cut the run", kills)
+	}
+}
+
+// keys are m's keys that are true.
+func keys(m map[string]bool) []string {
+	var out []string
+	for k, v := range m {
+		if v {
+			out = append(out, k)
+		}
+	}
+	return out
+}
