@@ -223,12 +223,10 @@ func TestEnqueueErrorReply(t *testing.T) {
 	}
 }
 
-// TestEnqueueRunSuite follows a run_suite: the JSON lines end with the
-// suite's suite:outcome and run:error suite_failed (exit 3) when an arm
-// diverges; the table groups the failure by code and call and totals the
-// arms.
-func TestEnqueueRunSuite(t *testing.T) {
-	t.Parallel()
+// storedCheckout is a memory store holding the sample case
+// checkout-recorded.json, and the case.
+func storedCheckout(t *testing.T) (store.Store, *bundle.Canonical) {
+	t.Helper()
 	st := memstore.New(memstore.Options{})
 	f, err := os.Open("../testdata/cases/checkout-recorded.json")
 	if err != nil {
@@ -242,6 +240,16 @@ func TestEnqueueRunSuite(t *testing.T) {
 	if _, err := store.Save(context.Background(), st, c); err != nil {
 		t.Fatal(err)
 	}
+	return st, c
+}
+
+// TestEnqueueRunSuite follows a run_suite: the JSON lines end with the
+// suite's suite:outcome and run:error suite_failed (exit 3) when an arm
+// diverges; the table groups the failure by code and call and totals the
+// arms.
+func TestEnqueueRunSuite(t *testing.T) {
+	t.Parallel()
+	st, c := storedCheckout(t)
 	e := startWorkerWith(t, st, nil)
 	body := `{"target_name":"checkout","cases":{"bundles":["` + string(c.Hash()) + `"]},"arms":[` +
 		`{"name":"as-recorded","options":{"replay_only":true}},` +
@@ -284,19 +292,7 @@ func TestEnqueueRunSuite(t *testing.T) {
 // --follow is refused before anything is sent.
 func TestEnqueueHTML(t *testing.T) {
 	t.Parallel()
-	st := memstore.New(memstore.Options{})
-	f, err := os.Open("../testdata/cases/checkout-recorded.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	c, err := bundle.Read(f, bundle.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Save(context.Background(), st, c); err != nil {
-		t.Fatal(err)
-	}
+	st, c := storedCheckout(t)
 	e := startWorkerWith(t, st, nil)
 	dir := t.TempDir()
 

@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"regexp"
@@ -140,27 +139,14 @@ func TestLeastPrivilegeACL(t *testing.T) {
 			if !loggedIn {
 				t.Fatalf("the worker has no connection logged in as %s", user)
 			}
-			runID, last := seedRun(t, client, ns)
-			sendAll(t, client, ns+":case-messages", []any{saveMsg("save", runID, 6)})
-			got, last := readReplies(t, client, ns+":case-replies", last, 1, 30*time.Second)
-			var saved struct {
-				FixtureHash string `json:"fixture_hash"`
-			}
-			json.Unmarshal(got[0].Result, &saved)
-			hash := saved.FixtureHash
-			if got[0].Status != "ok" || hash == "" {
-				t.Fatalf("save_case: %+v", got[0])
-			}
+			runID, hash, last := seedCase(t, client, ns)
 			sendAll(t, client, ns+":case-messages", []any{
 				envelope{MessageID: "case", Type: "run_case", Body: map[string]any{"target_name": "checkout",
 					"source": map[string]any{"bundle": map[string]any{"fixture_hash": hash}}, "options": map[string]any{"replay_only": true}}},
 				envelope{MessageID: "refused", Type: "run_case", Body: map[string]any{"target_name": "checkout"}},
 			})
-			got, _ = readReplies(t, client, ns+":case-replies", last, 2, 30*time.Second)
-			byID := map[string]reply{}
-			for _, r := range got {
-				byID[r.MessageID] = r
-			}
+			got, _ := readReplies(t, client, ns+":case-replies", last, 2, 30*time.Second)
+			byID := byMessageID(got)
 			caseRun := runResultID(byID["case"])
 			if caseRun == "" || byID["refused"].Status != "refused" {
 				t.Fatalf("run_case and a refused message: %+v", got)

@@ -322,6 +322,41 @@ func (rs replySet) check(t *testing.T, sent map[string]int, exact bool) map[stri
 
 // runResultID is the run id of an ok start_run or run_case reply ("" for
 // other replies).
+// seedCase runs checkout once through the worker (seedRun) and saves it
+// (save_case "save", forked after its sixth event); it returns the run, the
+// saved case's fixture hash and the last reply's entry id.
+func seedCase(t *testing.T, client valkey.Client, ns string) (runID, hash, last string) {
+	t.Helper()
+	runID, last = seedRun(t, client, ns)
+	sendAll(t, client, ns+":case-messages", []any{saveMsg("save", runID, 6)})
+	got, last := readReplies(t, client, ns+":case-replies", last, 1, 30*time.Second)
+	if hash = fixtureHashOf(got[0]); hash == "" {
+		t.Fatalf("save_case: %+v", got[0])
+	}
+	return runID, hash, last
+}
+
+// byMessageID is replies by message id (the last of each).
+func byMessageID(rs []reply) map[string]reply {
+	out := map[string]reply{}
+	for _, r := range rs {
+		out[r.MessageID] = r
+	}
+	return out
+}
+
+// fixtureHashOf is the fixture_hash of an ok save_case reply, "" for any
+// other.
+func fixtureHashOf(r reply) string {
+	var res struct {
+		FixtureHash string `json:"fixture_hash"`
+	}
+	if r.Status != "ok" || json.Unmarshal(r.Result, &res) != nil {
+		return ""
+	}
+	return res.FixtureHash
+}
+
 func runResultID(r reply) string {
 	if r.Status != "ok" || (r.Type != "start_run" && r.Type != "run_case") {
 		return ""

@@ -116,10 +116,8 @@ func TestNoPaidCallTwice(t *testing.T) {
 	waitRunsFinished(t, client, ns, []string{recorded}, 30*time.Second)
 	sendAll(t, client, ns+":case-messages", []any{envelope{MessageID: "save", Type: "save_case", Body: map[string]any{"target_name": "paid", "run_id": recorded, "fork_after_seq": 2}}})
 	got, last = readReplies(t, client, replies, last, 1, 30*time.Second)
-	var saved struct {
-		FixtureHash string `json:"fixture_hash"`
-	}
-	if json.Unmarshal(got[0].Result, &saved); got[0].Status != "ok" || saved.FixtureHash == "" {
+	hash := fixtureHashOf(got[0])
+	if hash == "" {
 		t.Fatalf("save_case: %+v", got[0])
 	}
 	rec.sigkill()
@@ -127,7 +125,7 @@ func TestNoPaidCallTwice(t *testing.T) {
 		t.Fatalf("the recording made %d model requests and %d writes, want 3 and 1", requests, writes)
 	}
 
-	body := map[string]any{"target_name": "paid", "source": map[string]any{"bundle": map[string]any{"fixture_hash": saved.FixtureHash}},
+	body := map[string]any{"target_name": "paid", "source": map[string]any{"bundle": map[string]any{"fixture_hash": hash}},
 		"options": map[string]any{"model": "m2", "allow_write": []string{"step:notify"}, "live_budget": 10,
 			"prices": map[string]any{"m2": map[string]any{"input_per_mtok": paidPrice, "output_per_mtok": paidPrice}}}}
 	kills := 0

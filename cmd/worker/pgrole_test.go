@@ -80,19 +80,10 @@ func TestLeastPrivilegePostgres(t *testing.T) {
 	ns := testenv.UniqueName(t, "wpgrole")
 	client := testenv.ValkeyClientAt(t, vurl, ns)
 	startReady(t, workerEnv(vurl, ns, "a", "PYRULA_POSTGRES_DSN="+dsn, "PYRULA_COMPLETED_TTL=1s")...)
-	runID, last := seedRun(t, client, ns)
-	sendAll(t, client, ns+":case-messages", []any{saveMsg("save", runID, 6)})
-	got, last := readReplies(t, client, ns+":case-replies", last, 1, 30*time.Second)
-	var saved struct {
-		FixtureHash string `json:"fixture_hash"`
-	}
-	json.Unmarshal(got[0].Result, &saved)
-	if got[0].Status != "ok" || saved.FixtureHash == "" {
-		t.Fatalf("save_case: %+v", got[0])
-	}
+	runID, hash, last := seedCase(t, client, ns)
 	sendAll(t, client, ns+":case-messages", []any{envelope{MessageID: "case", Type: "run_case", Body: map[string]any{"target_name": "checkout",
-		"source": map[string]any{"bundle": map[string]any{"fixture_hash": saved.FixtureHash}}, "options": map[string]any{"replay_only": true}}}})
-	got, _ = readReplies(t, client, ns+":case-replies", last, 1, 30*time.Second)
+		"source": map[string]any{"bundle": map[string]any{"fixture_hash": hash}}, "options": map[string]any{"replay_only": true}}}})
+	got, _ := readReplies(t, client, ns+":case-replies", last, 1, 30*time.Second)
 	caseRun := runResultID(got[0])
 	if caseRun == "" {
 		t.Fatalf("run_case: %+v", got[0])
@@ -111,7 +102,7 @@ func TestLeastPrivilegePostgres(t *testing.T) {
 	if o := suiteOutcome(t, client, ns, suiteID); o.Total == 0 {
 		t.Fatalf("suite outcome %+v: it selected no run from the archive", o)
 	}
-	sendAll(t, client, ns+":case-messages", []any{deleteBundle("delete", saved.FixtureHash)})
+	sendAll(t, client, ns+":case-messages", []any{deleteBundle("delete", hash)})
 	testwait.Eventually(t, 30*time.Second, "the delete_case_bundle reply", func() bool {
 		for _, raw := range allReplies(t, client, ns+":case-replies")["delete"] {
 			var r reply

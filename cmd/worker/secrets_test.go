@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -112,22 +111,17 @@ func TestNoSecretLeaks(t *testing.T) {
 	j := readJournal(t, client, ns, runID)
 	sendAll(t, client, cases, []any{envelope{MessageID: "save", Type: "save_case", Body: map[string]any{"target_name": "support_agent", "run_id": runID, "fork_after_seq": 2}}})
 	got, last = readReplies(t, client, replies, last, 1, 30*time.Second)
-	var saved struct {
-		FixtureHash string `json:"fixture_hash"`
-	}
-	if got[0].Status != "ok" || json.Unmarshal(got[0].Result, &saved) != nil || saved.FixtureHash == "" {
+	hash := fixtureHashOf(got[0])
+	if hash == "" {
 		t.Fatalf("save_case: %+v (the run: %s)", got[0], j)
 	}
 	sendAll(t, client, cases, []any{
 		envelope{MessageID: "whatif", Type: "run_case", Body: map[string]any{"target_name": "support_agent",
-			"source": map[string]any{"bundle": map[string]any{"fixture_hash": saved.FixtureHash}}, "options": map[string]any{"model": "gpt-other", "live_budget": 10}}},
+			"source": map[string]any{"bundle": map[string]any{"fixture_hash": hash}}, "options": map[string]any{"model": "gpt-other", "live_budget": 10}}},
 		envelope{MessageID: "refused", Type: "run_case", Body: map[string]any{"target_name": "support_agent", "options": map[string]any{"model": 7}}},
 	})
 	got, _ = readReplies(t, client, replies, last, 2, 30*time.Second)
-	byID := map[string]reply{}
-	for _, r := range got {
-		byID[r.MessageID] = r
-	}
+	byID := byMessageID(got)
 	caseRun := runResultID(byID["whatif"])
 	if caseRun == "" || byID["refused"].Status != "refused" {
 		t.Fatalf("run_case and the refused message: %+v", got)
