@@ -42,6 +42,7 @@ const (
 	kindCaseJournal   = "run_case from a journal"
 	kindDeleteAbsent  = "delete_case_bundle of an absent bundle"
 	kindDeleteStored  = "delete_case_bundle of a stored bundle"
+	kindSuite         = "run_suite of seed bundles"
 	killTrialWorkers  = 3
 	killTrialWaveGap  = 250 * time.Millisecond
 	killTrialMaxDelay = 1500 // ms, the longest durable sleep of a start_run
@@ -49,15 +50,16 @@ const (
 
 // TestKillTrial runs three worker processes on one namespace under a mixed
 // load (start_run with durable sleeps, save_case of finished runs, run_case
-// from bundles and from journals, delete_case_bundle, the same message sent
+// from bundles and from journals, run_suite of seed bundles under two arms,
+// delete_case_bundle, the same message sent
 // again later and two copies at the same moment, a message id reused with
 // another body) and SIGKILLs a random worker at random moments, restarting
 // it each time. Then: every message id answered, all replies of a message
 // id identical (a reused id: one reply executed, the other refused), one
 // run:submitted and one terminal event per run, no call started or
 // completed twice, each write of the example targets done once per run
-// and its result the one the run used, every outcome the expected one,
-// nothing pending, no dead letters.
+// and its result the one the run used, every outcome the expected one (a
+// suite's: each child once, passed), nothing pending, no dead letters.
 //
 // Bounded by default (boundedKills kills); -kill-trials N runs a long
 // trial. With PYRULA_TEST_VALKEY_CLUSTER_URL set, the same trial also runs
@@ -122,6 +124,7 @@ type killTrial struct {
 	seeds                  []finishedRun   // finished and saved before the kills
 	finished               []finishedRun   // trial runs found finished
 	saveOf                 map[string]int  // save_case id → its seed
+	suiteCases             map[string]int  // run_suite id → its number of cases
 	started                []string        // start_run runs not yet found finished
 	lastReply              string
 	seenRun                map[string]bool   // start_run ids whose run is listed
@@ -149,7 +152,7 @@ func runKillTrial(t *testing.T, url string, kills int) {
 		env:  []string{"PYRULA_CLAIM_IDLE=1s", "PYRULA_RUN_LEASE=2s", "PYRULA_RUN_CONCURRENCY=8"},
 		rng:  rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		msgs: map[string]envelope{}, kinds: map[string]string{}, sent: map[string]int{},
-		reused: map[string]*reusedID{}, pairs: map[string]bool{}, saveOf: map[string]int{},
+		reused: map[string]*reusedID{}, pairs: map[string]bool{}, saveOf: map[string]int{}, suiteCases: map[string]int{},
 		seenRun: map[string]bool{}, deleted: map[string]string{}, savedByTrial: map[string]string{},
 		lastReply: "0", start: time.Now(), loadBefore: loadAverage(),
 	}
@@ -239,6 +242,18 @@ func caseFromJournal(id, runID string, fork int64) envelope {
 		"target_name": "checkout",
 		"source":      map[string]any{"journal": map[string]any{"run_id": runID, "fork_after_seq": fork}},
 		"options":     map[string]any{"replay_only": true},
+	}}
+}
+
+// suiteArms are the arms of the trial's suites.
+const suiteArms = 2
+
+// suiteOfSeeds is a run_suite of the bundles hashes under suiteArms
+// replay-only arms: every child passes.
+func suiteOfSeeds(id string, hashes []string) envelope {
+	return envelope{MessageID: id, Type: "run_suite", Body: map[string]any{
+		"target_name": "checkout", "cases": map[string]any{"bundles": hashes},
+		"arms": []map[string]any{{"name": "a", "options": map[string]any{"replay_only": true}}, {"name": "b", "options": map[string]any{"replay_only": true}}},
 	}}
 }
 
@@ -424,6 +439,16 @@ func (k *killTrial) wave() {
 		k.deleted[h] = m.MessageID
 		add(m, kindDeleteStored)
 	}
+	if k.waves%3 == 0 {
+		a, b := k.rng.IntN(len(k.seeds)), k.rng.IntN(len(k.seeds))
+		hashes := []string{k.seeds[a].hash}
+		if b != a {
+			hashes = append(hashes, k.seeds[b].hash)
+		}
+		m := suiteOfSeeds(k.id("suite"), hashes)
+		k.suiteCases[m.MessageID] = len(hashes)
+		add(m, kindSuite)
+	}
 	if n := len(k.ids); n > len(msgs) {
 		id := k.ids[k.rng.IntN(n-len(msgs))] // sent in an earlier wave
 		msgs = append(msgs, k.note(k.msgs[id], k.kinds[id]))
@@ -560,6 +585,7 @@ func (k *killTrial) check() {
 	replies := replySet(rs).check(t, k.sent, false)
 	counts := map[string]int{}
 	caseRun := map[string]bool{}
+	suites := map[string]int{} // suite run → its cases
 	for id, r := range replies {
 		kind := k.kinds[id]
 		counts[kind]++
@@ -576,6 +602,23 @@ func (k *killTrial) check() {
 		case kindCaseBundle, kindCaseJournal:
 			runs = append(runs, runResultID(r))
 			caseRun[runResultID(r)] = true
+		case kindSuite:
+			var sr struct {
+				SuiteID string `json:"suite_id"`
+			}
+			if json.Unmarshal(r.Result, &sr) != nil || sr.SuiteID == "" {
+				t.Errorf("message %s (%s): result %s, want a suite", id, kind, r.Result)
+				continue
+			}
+			suites[sr.SuiteID] = k.suiteCases[id]
+			runs = append(runs, sr.SuiteID)
+			for arm := range suiteArms {
+				for c := range k.suiteCases[id] {
+					child := fmt.Sprintf("%s:%d:%d", sr.SuiteID, arm, c)
+					runs = append(runs, child)
+					caseRun[child] = true
+				}
+			}
 		case kindSaveSeed:
 			if json.Unmarshal(r.Result, &res) != nil || res.FixtureHash != k.seeds[k.saveOf[id]].hash {
 				t.Errorf("message %s: result %s, want the seed's bundle %s", id, r.Result, k.seeds[k.saveOf[id]].hash)
@@ -624,6 +667,18 @@ func (k *killTrial) check() {
 		if caseRun[id] {
 			if n := j.count("case:outcome"); n != 1 {
 				t.Errorf("case run %s: %d case:outcome events, want 1", id, n)
+			}
+			continue
+		}
+		if cases, ok := suites[id]; ok {
+			// Its children each ended once (above, as runs); its one
+			// outcome counts each of them once, every one a pass.
+			if n := j.count("suite:outcome"); n != 1 {
+				t.Errorf("suite %s: %d suite:outcome events, want 1; its journal:\n%s", id, n, j)
+				continue
+			}
+			if o := suiteOutcome(t, k.c, k.ns, id); o.Total != cases*suiteArms || o.ByStatus["pass"] != o.Total {
+				t.Errorf("suite %s of %d cases × %d arms: outcome %+v, want every child once, passed", id, cases, suiteArms, o)
 			}
 			continue
 		}
