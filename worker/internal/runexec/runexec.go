@@ -273,9 +273,12 @@ func (x *Executor) Execute(ctx context.Context, d consumer.Delivery) consumer.Ve
 		log.Warn("runs entry of a run that is not in the journal; acked")
 		return acked(x.ack(ctx, e.ID))
 	case errors.Is(err, journal.ErrLeaseHeld):
-		if x.isSuite(ctx, runID) {
+		if d.Deliveries == 1 && x.isSuite(ctx, runID) {
 			// A wake of a suite another worker is executing: that worker
-			// checks the suite's children again once it suspends it.
+			// checks the suite's children again once it suspends it. Only
+			// a first delivery: an entry claimed again may be the one the
+			// holder was executing when it died, which must stay pending
+			// until its lease lapses and the suite is taken over.
 			log.Debug("the suite is leased by another worker, which checks it again: acked")
 			return acked(x.ack(ctx, e.ID))
 		}
