@@ -111,7 +111,7 @@ func recordRuns(b *testing.B, j *valkeyjournal.Journal, reg *flow.Registry, n, c
 	inputs := map[string]json.RawMessage{"n": json.RawMessage(strconv.Itoa(calls))}
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = fmt.Sprintf("run_save_%d", i)
+		ids[i] = fmt.Sprintf("rec-%05d", i)
 		out, err := rt.Run(context.Background(), host.RunParams{RunID: ids[i], Target: replaytest.Target, Inputs: inputs})
 		if err != nil || out.Status != host.StatusComplete {
 			b.Fatalf("record %s: %v %+v", ids[i], err, out)

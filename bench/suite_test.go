@@ -2,7 +2,6 @@ package bench_test
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -19,8 +18,6 @@ import (
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
-	"github.com/pyrula/caseworker/flow/host"
-	"github.com/pyrula/caseworker/flow/journallog"
 	"github.com/pyrula/caseworker/internal/testenv"
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
 	"github.com/pyrula/caseworker/messages"
@@ -101,20 +98,7 @@ func BenchmarkShadowSuite(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	log, err := journallog.New(j, journallog.Options{Owner: "recorder"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	rt, err := host.NewRuntime(host.Config{Registry: reg, Log: log})
-	if err != nil {
-		b.Fatal(err)
-	}
-	inputs := map[string]json.RawMessage{"n": json.RawMessage(fmt.Sprint(calls))}
-	for i := range runs {
-		if out, err := rt.Run(context.Background(), host.RunParams{RunID: fmt.Sprintf("rec-%05d", i), Target: replaytest.Target, Inputs: inputs}); err != nil || out.Status != host.StatusComplete {
-			b.Fatalf("record: %v %+v", err, out)
-		}
-	}
+	recordRuns(b, j, reg, runs, calls)
 	file, err := replaytest.WriteBundle(context.Background(), reg, b.TempDir(), calls)
 	if err != nil {
 		b.Fatal(err)

@@ -196,23 +196,20 @@ func (l *Log) Finish(ctx context.Context, runID string, terminal host.Event) (in
 // journal.StatusRunning to hand it back to be resumed. A run this Log holds
 // no lease on is left alone.
 func (l *Log) Release(ctx context.Context, runID string, status journal.Status) error {
+	l.mu.Lock()
+	lease, ok := l.leases[runID]
+	delete(l.leases, runID)
+	l.mu.Unlock()
 	if h := l.takeHeld(runID); h != nil {
-		// The held batches first, while the lease is held: what the run
+		// The held batches first, under the lease still held: what the run
 		// did is kept. A failure loses only them (the run makes them
 		// again); the lease is released all the same.
-		l.mu.Lock()
-		lease, ok := l.leases[runID]
-		l.mu.Unlock()
 		if ok && len(h.events) > 0 {
 			_, _ = l.j.Append(ctx, lease, journal.Batch{Events: h.events, Results: h.results})
 		}
 		h.events, h.results, h.known = nil, nil, false
 		h.mu.Unlock()
 	}
-	l.mu.Lock()
-	lease, ok := l.leases[runID]
-	delete(l.leases, runID)
-	l.mu.Unlock()
 	if !ok {
 		return nil
 	}
