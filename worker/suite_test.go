@@ -344,3 +344,37 @@ func TestRunSuiteFailFast(t *testing.T) {
 		t.Fatalf("a skipped child ended %s %s", kind, code)
 	}
 }
+
+// A suite's child dead-lettered after MaxDeliveries transient failures
+// (every Open of its bundle fails) still counts in its suite: the suite
+// ends suite_failed, the child failed with runtime_error, instead of
+// waiting for it.
+func TestRunSuiteChildDeadLettered(t *testing.T) {
+	t.Parallel()
+	st := &failOpenStore{Store: memstore.New(memstore.Options{})}
+	e := setup(t, st, func(c *worker.Config) {
+		c.MaxDeliveries = 2
+		c.RunLease = 300 * time.Millisecond
+	})
+	e.send("dead-child", "run_suite", map[string]any{"target_name": "checkout",
+		"cases": map[string]any{"bundles": []string{hashN(7)}},
+		"arms":  []map[string]any{{"options": map[string]any{"replay_only": true}}}})
+	res := suiteResult(t, e.waitReplies(1)[0])
+	events := e.waitRun(res.SuiteID, 30*time.Second)
+	if kind, code := last(t, events); kind != runevent.RunError || code != messages.SuiteFailed {
+		t.Fatalf("suite ended %s %s, want run:error suite_failed", kind, code)
+	}
+	o := suiteOutcome(t, events)
+	if o.Total != 1 || o.ByStatus[suite.Fail] != 1 || len(o.Groups) != 1 || o.Groups[0].Code != string(messages.RuntimeError) ||
+		!strings.Contains(o.Groups[0].Message, "dead-lettered") {
+		t.Fatalf("outcome %+v, want its one child failed: runtime_error, dead-lettered", o)
+	}
+	dead, err := e.client.Do(t.Context(), e.client.B().Xrange().Key(e.cfg.Namespace+":runs:dead").Start("-").End("+").Build()).AsXRange()
+	if err != nil || len(dead) != 1 || dead[0].FieldValues["run_id"] != res.SuiteID+":0:0" {
+		t.Fatalf("runs dead letters %+v, %v; want the child's", dead, err)
+	}
+	if n := st.opens.Load(); n != 2 {
+		t.Errorf("%d attempts, want 2 (PYRULA_MAX_DELIVERIES)", n)
+	}
+	testwait.Eventually(t, 10*time.Second, "nothing pending on the runs stream", func() bool { return e.runsPending() == 0 })
+}

@@ -27,6 +27,7 @@ import (
 var (
 	killTrials = flag.Int("kill-trials", 0, "TestKillTrial: SIGKILL this many workers (a long trial) instead of the bounded default")
 	killSeed   = flag.Uint64("kill-seed", 0, "TestKillTrial: seed of the trial's random choices (0: a new one, logged)")
+	killLogs   = flag.String("kill-logs", "", "TestKillTrial: write every worker's log, at debug level, to this directory (one file per worker life)")
 )
 
 // boundedKills is how many workers TestKillTrial kills by default, so
@@ -157,6 +158,10 @@ func runKillTrial(t *testing.T, url string, kills int) {
 		lastReply: "0", start: time.Now(), loadBefore: loadAverage(),
 	}
 	k.env = append(k.env, "PYRULA_FIXTURE_STORE="+k.dir)
+	if *killLogs != "" {
+		k.env = append(k.env, "PYRULA_LOG_LEVEL=debug")
+		t.Cleanup(k.writeLogs)
+	}
 	k.workers = make([]*daemon, killTrialWorkers)
 	for i := range k.workers {
 		k.workers[i] = k.startWorker(i, false)
@@ -192,6 +197,23 @@ func (k *killTrial) startWorker(i int, renamed bool) *daemon {
 	d := startReady(k.t, workerEnv(k.url, k.ns, name, k.env...)...)
 	k.lives = append(k.lives, life{name: name, d: d})
 	return d
+}
+
+// writeLogs writes each worker life's log to -kill-logs, as
+// <n>-<consumer>.log in the order the lives started.
+func (k *killTrial) writeLogs() {
+	if err := os.MkdirAll(*killLogs, 0o755); err != nil {
+		k.t.Errorf("kill trial logs: %v", err)
+		return
+	}
+	for i, l := range k.lives {
+		name := filepath.Join(*killLogs, fmt.Sprintf("%03d-%s.log", i, l.name))
+		if err := os.WriteFile(name, []byte(l.d.logs()), 0o644); err != nil {
+			k.t.Errorf("kill trial logs: %v", err)
+			return
+		}
+	}
+	k.t.Logf("kill trial: the workers' logs are in %s", *killLogs)
 }
 
 // kill SIGKILLs worker i, noting how many messages it had in flight.

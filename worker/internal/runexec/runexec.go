@@ -397,7 +397,8 @@ func (x *Executor) noteFailure(ctx context.Context, runID string, cause error) (
 // failures 0), while this worker holds its lease: it XADDs the runs
 // entry to <ns>:runs:dead (fields run_id, entry_id, error, failures), ends
 // the run with run:error runtime_error (after a case:outcome line for a
-// case run), and acks the entry. It reports whether the entry was acked;
+// case run), notes a suite's child done in its suite (childDone), and acks
+// the entry. It reports whether the entry was acked;
 // when a step fails the run is left to be retried.
 func (x *Executor) deadLetter(ctx context.Context, entryID, runID string, failures int64, cause error, log *zap.Logger) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
@@ -421,7 +422,8 @@ func (x *Executor) deadLetter(ctx context.Context, entryID, runID string, failur
 	if errors.Is(cause, errUnrunnable) {
 		msg = fmt.Sprintf("dead-lettered to %s: %v", dead, cause)
 	}
-	if sub, err := runwire.Submitted(ctx, x.journal, runID); err == nil {
+	sub, subErr := runwire.Submitted(ctx, x.journal, runID)
+	if subErr == nil {
 		var typ string
 		_ = json.Unmarshal(sub.Extra[runwire.FieldMessageType], &typ)
 		if messages.MessageType(typ) == messages.RunCase {
@@ -431,6 +433,15 @@ func (x *Executor) deadLetter(ctx context.Context, entryID, runID string, failur
 	if _, err := x.fail(ctx, meta, messages.RuntimeError, msg, outcome); err != nil {
 		log.Warn("end the dead-lettered run", zap.Error(err))
 		return false
+	}
+	// A suite's child ends here too: noted done (an error), so that its
+	// suite does not wait for it. On a failure the entry stays pending;
+	// its redelivery finds the run finished and notes it (Execute).
+	if ref, ok := suiteRefOf(sub); subErr == nil && ok {
+		if err := x.childDone(ctx, runID, ref); err != nil {
+			log.Warn("note the dead-lettered child in its suite", zap.Error(err))
+			return false
+		}
 	}
 	x.report.DeadLettered()
 	log.Warn("run dead-lettered", zap.String("code", string(messages.RuntimeError)), zap.Int64("failures", failures))
