@@ -434,10 +434,10 @@ func (x *Executor) deadLetter(ctx context.Context, entryID, runID string, failur
 		log.Warn("end the dead-lettered run", zap.Error(err))
 		return false
 	}
-	// A suite's child ends here too: noted done (an error), so that its
+	// A suite's child ends here too: noted done (failed), so that its
 	// suite does not wait for it. On a failure the entry stays pending;
 	// its redelivery finds the run finished and notes it (Execute).
-	if ref, ok := suiteRefOf(sub); subErr == nil && ok {
+	if ref, ok := suiteRefOf(sub); ok {
 		if err := x.childDone(ctx, runID, ref); err != nil {
 			log.Warn("note the dead-lettered child in its suite", zap.Error(err))
 			return false
