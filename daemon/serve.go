@@ -17,6 +17,8 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/pyrula/caseworker/flow"
+	"github.com/pyrula/caseworker/internal/tracing"
+	"github.com/pyrula/caseworker/version"
 	"github.com/pyrula/caseworker/worker"
 )
 
@@ -50,6 +52,9 @@ func logError(stderr io.Writer, msg string) {
 	_ = log.Sync() // stderr may not sync
 }
 
+// traceFlushTimeout bounds the export of the spans still buffered at exit.
+const traceFlushTimeout = 5 * time.Second
+
 // serve runs the worker over reg's targets and its HTTP listener until ctx
 // ends, then shuts down within PYRULA_SHUTDOWN_GRACE. getenv reads the
 // configuration and the model clients' variables.
@@ -65,7 +70,23 @@ func serve(ctx context.Context, reg *flow.Registry, getenv func(string) string, 
 	defer log.Sync() //nolint:errcheck // stderr may not sync
 	prom := prometheus.NewRegistry()
 	prom.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	w, err := worker.New(cfg, worker.Params{Logger: log, Registerer: prom, Registry: reg, Getenv: getenv})
+	params := worker.Params{Logger: log, Registerer: prom, Registry: reg, Getenv: getenv}
+	traces, err := tracing.Start(ctx, getenv, version.Version)
+	if err != nil {
+		return err
+	}
+	if traces != nil {
+		params.TracerProvider = traces.TracerProvider()
+		log.Info("tracing on: spans exported over OTLP/HTTP")
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), traceFlushTimeout)
+			defer cancel()
+			if err := traces.Shutdown(sctx); err != nil {
+				log.Warn("flush the traces at exit", zap.Error(err))
+			}
+		}()
+	}
+	w, err := worker.New(cfg, params)
 	if err != nil {
 		return err
 	}

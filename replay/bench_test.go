@@ -3,8 +3,11 @@ package replay_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/replay/replaytest"
@@ -105,4 +108,54 @@ func BenchmarkReplayOnlyN(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N)/float64(n), "µs/call")
 		})
 	}
+}
+
+// spanCounter is a span processor that counts the spans ended, so that
+// the traced run's spans are made in full and then dropped.
+type spanCounter struct{ ended atomic.Int64 }
+
+func (c *spanCounter) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (c *spanCounter) OnEnd(sdktrace.ReadOnlySpan)                    { c.ended.Add(1) }
+func (c *spanCounter) Shutdown(context.Context) error                 { return nil }
+func (c *spanCounter) ForceFlush(context.Context) error               { return nil }
+
+// BenchmarkTracedReplay: what tracing costs a case run. The same
+// `--replay-only` run of 10,000 read-step calls, alternately untraced (the
+// anchor: no span in its context, as in a worker without OTEL_*
+// configuration) and under a sampled span of the OpenTelemetry SDK, where
+// every call gets a span with its attributes (the spans are made in full,
+// then dropped by a counting processor instead of exported). Reports the
+// time per call of each and their ratio.
+//
+//	go test -run '^$' -bench 'TracedReplay$' -benchtime 10x ./replay/
+func BenchmarkTracedReplay(b *testing.B) {
+	const n = 10_000
+	reg := benchRegistry(b)
+	path := benchBundleFile(b, reg, n)
+	counter := &spanCounter{}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(counter))
+	defer tp.Shutdown(context.Background())
+	traced, run := tp.Tracer("bench").Start(context.Background(), "run")
+	defer run.End()
+	replayFile(b, reg, path, n) // warm up and check once
+	var off, on time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		replayFile(b, reg, path, n)
+		t1 := time.Now()
+		if err := replaytest.ReplayFile(traced, reg, path, n); err != nil {
+			b.Fatal(err)
+		}
+		off, on = off+t1.Sub(t0), on+time.Since(t1)
+	}
+	b.StopTimer()
+	if spans := counter.ended.Load(); spans < int64(b.N)*n {
+		b.Fatalf("%d call spans for %d traced runs of %d calls", spans, b.N, n)
+	}
+	perCall := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) / n }
+	b.ReportMetric(perCall(off), "us/call-off")
+	b.ReportMetric(perCall(on), "us/call-traced")
+	b.ReportMetric(perCall(on)/perCall(off), "ratio-traced/off")
 }

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/explain"
 	"github.com/pyrula/caseworker/flow"
@@ -29,11 +32,20 @@ func fmtUSD(v float64) string {
 }
 
 // Observe implements host.Observer: it counts spend and writes the call
-// line of each new post-fork call. The line is appended outside the
+// line of each new post-fork call; a live model call traced (ctx holds the
+// call's span) gets its cost on its span. The line is appended outside the
 // engine's lock, in the order of the lines, stamped by the case run's
 // clock.
 func (e *engine) Observe(ctx context.Context, o host.Observation) {
 	e.mu.Lock()
+	if o.Resolution.Action == host.ActLive && o.Call.Kind == host.KindModel {
+		// A traced call (ctx holds its span) is told its cost.
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			if usd, ok := e.costOf(o.Call, o.Record); ok {
+				span.SetAttributes(attribute.Float64("pyrula.cost_usd", usd))
+			}
+		}
+	}
 	line, ok, st := e.observeLocked(o)
 	if st.ok {
 		// Settled once the locks are let go (deferred first, so run
@@ -145,18 +157,27 @@ type lineCtx struct {
 // known is false when its spend is unobservable (an answer without usage,
 // or a model without a price). A call that failed spent 0.
 func (e *engine) spendLocked(c host.Call, rec bundle.Result) (spent float64, known bool) {
-	var resp flow.ModelResponse
-	model := modelOf(c.Input)
-	price, ok := e.prices[model]
-	if rec.Result == nil || json.Unmarshal(rec.Result, &resp) != nil || resp.Usage == nil || !ok {
+	spent, ok := e.costOf(c, rec)
+	if !ok {
 		if e.unobservable == "" && rec.Error == nil {
 			e.unobservable = c.ID()
 		}
 		return 0, rec.Error != nil
 	}
-	spent = price.Cost(*resp.Usage)
 	e.cost += spent
 	return spent, true
+}
+
+// costOf is what model call c cost, at its model's price for the usage its
+// result reports; false when the result, its usage or the price is
+// missing.
+func (e *engine) costOf(c host.Call, rec bundle.Result) (float64, bool) {
+	var resp flow.ModelResponse
+	price, ok := e.prices[modelOf(c.Input)]
+	if rec.Result == nil || json.Unmarshal(rec.Result, &resp) != nil || resp.Usage == nil || !ok {
+		return 0, false
+	}
+	return price.Cost(*resp.Usage), true
 }
 
 // lineExtra turns a line into the fields of its journal event: every field

@@ -384,6 +384,12 @@ var usageGroups = []struct {
 	{title: "Model clients", keys: []string{"LLM_REF"}, notes: []string{
 		"anthropic reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL; openai reads OPENAI_API_KEY and OPENAI_BASE_URL.",
 	}},
+	{title: "Traces (OpenTelemetry, off by default)", notes: []string{
+		"on when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, or OTEL_TRACES_EXPORTER=otlp;",
+		"exported over OTLP http/protobuf; OTEL_SERVICE_NAME (default pyrula-worker), OTEL_RESOURCE_ATTRIBUTES,",
+		"OTEL_TRACES_SAMPLER, OTEL_EXPORTER_OTLP_HEADERS and OTEL_BSP_* as every OpenTelemetry SDK reads them;",
+		"OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none turns them off.",
+	}},
 }
 
 // Usage writes every variable of Config with its type, default and

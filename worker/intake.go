@@ -34,7 +34,7 @@ func newIntake(w *Worker) (*intake.Intake, error) {
 	return intake.New(cfg, intake.Deps{
 		Client: w.client, Batch: w.batch, Logger: w.log, Journal: w.journal, Registry: w.reg,
 		LLMRef: w.llmRef, Models: w.modelClient, CaseModels: w.caseModelClient, FixtureStore: w.fixtureStore,
-		Go: w.spawn.run,
+		Go: w.spawn.run, Tracer: w.tracer,
 		Report: intake.Report{
 			StreamFailed: func(ctx context.Context, err error) error { return w.streamFailed(ctx, w.casePos, err) },
 			Read: func(entries []valkey.XRangeEntry) {

@@ -24,6 +24,7 @@ func newExecutor(w *Worker) (*runexec.Executor, error) {
 	return runexec.New(cfg, runexec.Deps{
 		Client: w.client, Logger: w.log, Journal: w.journal, Registry: w.reg,
 		LLMRef: w.llmRef, Models: w.modelClient, CaseModels: w.caseModelClient, FixtureStore: w.fixtureStore,
+		Tracer: w.tracer,
 		Report: runexec.Report{
 			StreamFailed: func(ctx context.Context, err error) error { return w.streamFailed(ctx, w.runsPos, err) },
 			Read: func(entries []valkey.XRangeEntry) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valkey-io/valkey-go"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/pyrula/caseworker/flow"
@@ -21,6 +22,7 @@ import (
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/store"
 	"github.com/pyrula/caseworker/store/resolve"
+	"github.com/pyrula/caseworker/version"
 	"github.com/pyrula/caseworker/worker/internal/batch"
 	"github.com/pyrula/caseworker/worker/internal/consumer"
 	"github.com/pyrula/caseworker/worker/internal/intake"
@@ -46,7 +48,15 @@ type Params struct {
 	// Getenv reads the environment of the built-in model clients
 	// (ANTHROPIC_API_KEY, OPENAI_BASE_URL, …); os.Getenv when nil.
 	Getenv func(string) string
+	// TracerProvider, when set, receives the worker's spans: one per
+	// message with its steps, one per execution of a run with its calls
+	// (docs/operate.md, "Traces"). Nil: tracing is off, and no span is
+	// started.
+	TracerProvider trace.TracerProvider
 }
+
+// tracerName names the worker's spans' instrumentation scope.
+const tracerName = "github.com/pyrula/caseworker/worker"
 
 // Worker consumes the message stream. Create it with New, then Start and
 // Stop it.
@@ -71,6 +81,7 @@ type Worker struct {
 	exec   *runexec.Executor    // executes the runs stream, with its consumer (runs.go wires it)
 	upkeep *maintain.Maintainer // trims the streams and deletes dead consumers (maintain.go)
 	models modelClients         // live model clients by llm_ref
+	tracer trace.Tracer         // nil: tracing is off
 
 	// casePos and runsPos are the consumer groups on the message and runs
 	// streams, with the newest entry id known delivered (group.go).
@@ -113,8 +124,12 @@ func New(cfg Config, p Params) (*Worker, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	var tracer trace.Tracer
+	if p.TracerProvider != nil {
+		tracer = p.TracerProvider.Tracer(tracerName, trace.WithInstrumentationVersion(version.Version))
+	}
 	return &Worker{
-		cfg: cfg, log: log, reg: reg, metrics: m,
+		cfg: cfg, log: log, reg: reg, metrics: m, tracer: tracer,
 		givenStore: p.Store, givenClient: p.Client,
 		models:  modelClients{reg: reg, getenv: getenv},
 		stopped: make(chan struct{}),

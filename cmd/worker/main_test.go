@@ -228,6 +228,7 @@ func TestBadValueStopsStartUp(t *testing.T) {
 		{"PYRULA_LOG_FORMAT", "xml"},
 		{"PYRULA_NAMESPACE", "has space"},
 		{"PYRULA_REPLY_STREAM", "pyrula:case-messages"},
+		{"OTEL_TRACES_EXPORTER", "zipkin"},
 		// Validated when listening, still before anything else happens.
 		{"PYRULA_HTTP_ADDR", "127.0.0.1:99999"},
 	}

@@ -30,9 +30,11 @@ import (
 // gateway) and model API keys (OpenAI, answered by a local server that
 // checks the key, and Anthropic, unused). It records an agent's run with
 // live model calls, saves it, runs the case with another model, and sends a
-// refused message; then no secret appears in the worker's logs, its
-// metrics, its replies, events, journals and records in Valkey, the
-// archive's rows, the stored bundles, or the help and db migrate output.
+// refused message, its traces exported to a local OTLP collector that
+// needs a token (OTEL_EXPORTER_OTLP_HEADERS); then no secret appears in the
+// worker's logs, the exported spans, its metrics, its replies, events,
+// journals and records in Valkey, the archive's rows, the stored bundles,
+// or the help and db migrate output.
 func TestNoSecretLeaks(t *testing.T) {
 	vurl := testenv.ValkeyURL(t)
 	bucket := testenv.FreshS3Bucket(t, "pyrula-secrets")
@@ -45,7 +47,9 @@ func TestNoSecretLeaks(t *testing.T) {
 		"the OpenAI API key":       "sk-openai-" + suffix,
 		"the Anthropic API key":    "sk-ant-" + suffix,
 		"the S3 access key's pair": bucket.Env.AccessKey + ":" + bucket.Env.SecretKey,
+		"the OTLP exporter's token": "otlp-token-" + suffix,
 	}
+	spans := newCollector(t)
 
 	// The Valkey user the worker logs in as.
 	admin := testenv.ValkeyClientAt(t, vurl, "")
@@ -81,7 +85,9 @@ func TestNoSecretLeaks(t *testing.T) {
 		"PYRULA_POSTGRES_DSN="+pu.String(), "PYRULA_FIXTURE_STORE="+storeURL,
 		"AWS_ACCESS_KEY_ID="+bucket.Env.AccessKey, "AWS_SECRET_ACCESS_KEY="+bucket.Env.SecretKey,
 		"PYRULA_LLM_REF=openai", "OPENAI_API_KEY="+secrets["the OpenAI API key"], "OPENAI_BASE_URL="+models.URL+"/v1",
-		"ANTHROPIC_API_KEY="+secrets["the Anthropic API key"])
+		"ANTHROPIC_API_KEY="+secrets["the Anthropic API key"],
+		"OTEL_EXPORTER_OTLP_ENDPOINT="+spans.URL, "OTEL_EXPORTER_OTLP_HEADERS=authorization=Bearer%20"+secrets["the OTLP exporter's token"],
+		"OTEL_BSP_SCHEDULE_DELAY=50")
 
 	outputs := map[string]string{}
 	migrate := run(t, 2*time.Minute, env, "db", "migrate")
@@ -144,6 +150,12 @@ func TestNoSecretLeaks(t *testing.T) {
 		t.Fatal("the worker did not stop within 30s of SIGTERM")
 	}
 	outputs["the worker's logs"] = d.logs()
+	outputs["the exported spans"] = spans.dump()
+	spans.mu.Lock()
+	if auth := spans.auth; len(auth) != 1 || auth["Bearer "+secrets["the OTLP exporter's token"]] == 0 {
+		t.Errorf("the exports' Authorization headers: %d kinds, not the one OTEL_EXPORTER_OTLP_HEADERS gives", len(auth))
+	}
+	spans.mu.Unlock()
 	outputs["Valkey"] = dumpNamespace(t, client, ns)
 	outputs["the archive"] = dumpDatabase(t, dsn)
 	outputs["the bundles"] = dumpBundles(t, storeURL, bucket)

@@ -55,7 +55,8 @@ type Params struct {
 //
 // history holds the run's events up to the fork, terminal events dropped,
 // as they were recorded, except that the prices of a case run (its
-// run:submitted request's options.prices, see withoutPrices) are left out.
+// run:submitted request's options.prices, see withoutPrices) and the trace
+// context a run was submitted under (withoutTraceContext) are left out.
 //
 // capture.complete is true when the run has finished, so that every result
 // after the fork is recorded too; for a run still running or suspended it is
@@ -105,7 +106,7 @@ func Build(r *journal.Run, p Params) (*bundle.Bundle, error) {
 		if journal.IsTerminal(e.Kind) {
 			continue
 		}
-		ev, err := withoutPrices(e)
+		ev, err := withoutPrices(withoutTraceContext(e))
 		if err != nil {
 			return nil, fmt.Errorf("capture: run %s: %w", m.RunID, err)
 		}
@@ -182,6 +183,38 @@ func withInputs(r *journal.Run, fork int64) []bundle.Result {
 // requestField is the field of the run:submitted event of a run the worker
 // submitted that holds the message's body (worker/internal/intake/submit.go).
 const requestField = "request"
+
+// The members of a run:submitted event that carry the W3C trace context
+// the worker submitted the run under.
+var traceFields = []string{"traceparent", "tracestate"}
+
+// withoutTraceContext returns e without the trace context of its run's
+// submission (a run:submitted event's traceparent and tracestate): it says
+// which trace the submission belonged to, not what the run did, so it is
+// never stored in a bundle. Any other event is returned as it is.
+func withoutTraceContext(e journal.Event) journal.Event {
+	if e.Kind != runevent.RunSubmitted {
+		return e
+	}
+	found := false
+	for _, k := range traceFields {
+		if _, ok := e.Extra[k]; ok {
+			found = true
+		}
+	}
+	if !found {
+		return e
+	}
+	fields := make(map[string]json.RawMessage, len(e.Extra))
+	for k, v := range e.Extra {
+		fields[k] = v
+	}
+	for _, k := range traceFields {
+		delete(fields, k)
+	}
+	e.Extra = fields
+	return e
+}
 
 // withoutPrices returns e without the prices of a case run: a run:submitted
 // event whose request (a worker's run_case body) has options.prices gets a

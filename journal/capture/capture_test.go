@@ -253,6 +253,56 @@ func TestPricesNotCaptured(t *testing.T) {
 	}
 }
 
+// TestTraceContextNotCaptured: a run submitted under a trace (its
+// run:submitted event carries traceparent and tracestate) saves to the
+// same bundle, byte for byte, as the same run without them.
+func TestTraceContextNotCaptured(t *testing.T) {
+	ctx := context.Background()
+	j, err := memjournal.New(memjournal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]json.RawMessage{"message_id": json.RawMessage(`"m1"`), "message_type": json.RawMessage(`"start_run"`)}
+	lease, err := j.Create(ctx, journal.CreateParams{RunID: "run_1", TargetName: "checkout", CodeVersion: "v1", Owner: "test", Fields: fields})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, _ := journal.NewEvent(runevent.RunStart, map[string]any{"inputs": map[string]any{}, "code_version": "v1"})
+	if _, err := j.Append(ctx, lease, journal.Batch{Events: []journal.Event{start}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := j.Run(ctx, "run_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundleOf := func() string {
+		t.Helper()
+		b, err := capture.Build(r, capture.Params{ForkAfterSeq: seq(2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := bundle.Encode(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(c.Bytes())
+	}
+	plain := bundleOf()
+	r.Events[0].Extra["traceparent"] = json.RawMessage(`"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"`)
+	r.Events[0].Extra["tracestate"] = json.RawMessage(`"vendor=abc"`)
+	traced := bundleOf()
+	if traced != plain {
+		t.Errorf("the trace context changed the bundle:\n%s\nvs\n%s", traced, plain)
+	}
+	if strings.Contains(traced, "4bf92f3577b34da6a3ce929d0e0e4736") || !strings.Contains(traced, `"message_id":"m1"`) {
+		t.Errorf("the bundle: %s", traced)
+	}
+	// The journal's event is unchanged.
+	if _, ok := r.Events[0].Extra["traceparent"]; !ok {
+		t.Errorf("the run's run:submitted lost its traceparent: %v", r.Events[0].Extra)
+	}
+}
+
 // The results of calls after the fork keep the call's input and the
 // run_seq of its call:start; the results of prefix calls keep neither (the
 // history holds them), and the encoded bundle keeps both through a read.

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/bundle/volatile"
 	"github.com/pyrula/caseworker/messages"
@@ -500,7 +502,7 @@ func (r *run) appendLocked(runCtx, wctx context.Context, b Batch) error {
 // call makes one call: it checks the call against the run's journal,
 // resolves it, journals it and hands its result to decode. It returns nil,
 // a *CallError (the call's recorded error) or the error that stops the run.
-func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(json.RawMessage) error) error {
+func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(json.RawMessage) error) (err error) {
 	canon, fp, ferr := FingerprintRules(s.input, s.rules)
 
 	r.mu.Lock()
@@ -515,13 +517,20 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 	if err != nil {
 		return err
 	}
+	var trc callTrace
+	if parent := trace.SpanFromContext(ctx); parent.IsRecording() {
+		ctx = trc.start(ctx, parent, c)
+		defer func() { trc.end(err) }()
+	}
 	// 1. The run's own journal.
 	inflight, done, err := r.fromJournalLocked(c, decode)
 	if done {
+		trc.journaled = true
 		return err
 	}
 	// 2. The resolver.
 	res, answer, err := r.resolveLocked(ctx, c, s.kind, decode)
+	trc.res = res
 	if err != nil {
 		return err
 	}
@@ -537,6 +546,7 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 			return err
 		}
 	}
+	trc.result = result
 	// 5. call:done and the result record.
 	return r.doneCallLocked(ctx, c, res, st, result, cerr, decode)
 }

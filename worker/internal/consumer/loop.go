@@ -23,6 +23,10 @@ type Delivery struct {
 	// unknown (a re-read at start whose count could not be read). For a
 	// dead letter by delivery count it is the deliveries that failed.
 	Deliveries int64
+	// ReadAt is when the read or claim that delivered the entry returned
+	// (zero for a dead letter): the end of its wait in the stream, which
+	// began at the time its entry id stamps.
+	ReadAt time.Time
 
 	c *Consumer // whose Policy Settle applies; nil outside Run
 }
@@ -262,6 +266,7 @@ func (l *loop) readOwn() bool {
 			}
 			continue
 		}
+		readAt := time.Now()
 		l.backoff.Reset()
 		if len(entries) == 0 {
 			return true
@@ -280,9 +285,9 @@ func (l *loop) readOwn() bool {
 			case ok && p.MaxDeliveries > 0 && n > int64(p.MaxDeliveries):
 				l.deadLetter(Delivery{Entry: e, Deliveries: n - 1})
 			case ok:
-				l.dispatch(Delivery{Entry: e, Deliveries: max(n, 2)}) // delivered before; a server may not count a re-read
+				l.dispatch(Delivery{Entry: e, Deliveries: max(n, 2), ReadAt: readAt}) // delivered before; a server may not count a re-read
 			default:
-				l.dispatch(Delivery{Entry: e})
+				l.dispatch(Delivery{Entry: e, ReadAt: readAt})
 			}
 		}
 	}
@@ -326,8 +331,9 @@ func (l *loop) readNew() {
 		if r := c.events.Read; r != nil {
 			r(entries)
 		}
+		readAt := time.Now()
 		for _, e := range entries {
-			l.dispatch(Delivery{Entry: e, Deliveries: 1})
+			l.dispatch(Delivery{Entry: e, Deliveries: 1, ReadAt: readAt})
 		}
 	}
 }
@@ -479,7 +485,7 @@ func (l *loop) claim(p PendingEntry, need time.Duration, parked bool) (took bool
 		l.deadLetter(Delivery{Entry: entries[0], Deliveries: p.Deliveries})
 		return true, nil
 	}
-	d := Delivery{Entry: entries[0], Deliveries: p.Deliveries + 1}
+	d := Delivery{Entry: entries[0], Deliveries: p.Deliveries + 1, ReadAt: time.Now()}
 	if r := c.events.Reclaimed; r != nil {
 		r(d, p.Consumer)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/pyrula/caseworker/internal/tracing"
 	"github.com/pyrula/caseworker/worker/internal/consumer"
 )
 
@@ -45,5 +46,13 @@ func (in *Intake) newConsumer() (*consumer.Consumer, error) {
 // Handle is the message stream's consumer.Handler: it handles one
 // delivery (handle).
 func (in *Intake) Handle(ctx context.Context, d consumer.Delivery) consumer.Verdict {
+	if in.deps.Tracer != nil {
+		return in.handleTraced(ctx, d)
+	}
+	if _, ok := d.Entry.FieldValues[tracing.TraceparentField]; ok {
+		// Untraced, the run a message submits still carries the trace
+		// context the message came with (submit).
+		ctx, _ = tracing.EntryContext(ctx, d.Entry.FieldValues)
+	}
 	return in.handle(ctx, d.Entry, d.Deliveries)
 }

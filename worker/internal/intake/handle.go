@@ -183,7 +183,9 @@ func (in *Intake) handle(ctx context.Context, e valkey.XRangeEntry, deliveries i
 	}
 	in.report.HandlingStarted()
 	defer in.report.HandlingEnded()
-	out, typ, err := in.decide(ctx, e)
+	hctx, span := in.startStep(ctx, "handle")
+	out, typ, err := in.decide(hctx, e)
+	endStep(span, err)
 	// The message's fields, passed to each line (cheaper than Logger.With
 	// on the path every message takes), built only for a line logged.
 	log := func(level zapcore.Level, msg string, more ...zap.Field) {
@@ -194,6 +196,7 @@ func (in *Intake) handle(ctx context.Context, e valkey.XRangeEntry, deliveries i
 		}
 	}
 	if err != nil {
+		in.noteMessage(ctx, out, typ, err)
 		if ctx.Err() != nil {
 			log(zap.InfoLevel, "handling interrupted by shutdown; the message stays pending")
 			return consumer.Retry(nil)
@@ -206,6 +209,7 @@ func (in *Intake) handle(ctx context.Context, e valkey.XRangeEntry, deliveries i
 		return consumer.Retry(err)
 	}
 	if err := in.finish(ctx, e.ID, &out); err != nil {
+		in.noteMessage(ctx, out, typ, err)
 		in.report.Transient(typ)
 		log(zap.WarnLevel, "reply or ack failed; the message stays pending", zap.Int64("deliveries", deliveries), zap.Error(err))
 		if out.reply.MessageID != "" {
@@ -213,6 +217,7 @@ func (in *Intake) handle(ctx context.Context, e valkey.XRangeEntry, deliveries i
 		}
 		return consumer.Retry(err)
 	}
+	in.noteMessage(ctx, out, typ, nil)
 	in.report.Answered(typ, out.reply.Status, time.Since(start))
 	if out.reply.Code != "" {
 		log(zap.InfoLevel, "message answered", zap.String("status", string(out.reply.Status)), zap.String("code", string(out.reply.Code)))
@@ -402,14 +407,21 @@ func (in *Intake) finish(ctx context.Context, entryID string, out *outcome) erro
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
 	if out.key != "" {
-		if err := in.writeRecord(ctx, out); err != nil {
+		sctx, span := in.startStep(ctx, "record")
+		err := in.writeRecord(sctx, out)
+		if endStep(span, err); err != nil {
 			return err
 		}
 	}
-	if err := in.publish(ctx, out); err != nil {
+	sctx, span := in.startStep(ctx, "reply")
+	err := in.publish(sctx, out)
+	if endStep(span, err); err != nil {
 		return err
 	}
-	return in.ackEntry(ctx, entryID)
+	sctx, span = in.startStep(ctx, "ack")
+	err = in.ackEntry(sctx, entryID)
+	endStep(span, err)
+	return err
 }
 
 // publish XADDs out's reply to its reply stream.

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/pyrula/caseworker/flow"
@@ -86,6 +87,9 @@ type Deps struct {
 	FixtureStore func(expected string) (store.Store, error)
 	// Go runs a handler on a goroutine.
 	Go func(fn func())
+	// Tracer, when set, traces every message: its span and the spans of
+	// its steps (trace.go). Nil: tracing is off and no span is started.
+	Tracer trace.Tracer
 	// Report is where the intake reports what it does.
 	Report Report
 }

@@ -160,9 +160,10 @@ func (in *Intake) submit(ctx context.Context, env messages.Envelope, runID, pref
 	if err := json.Compact(&body, env.Body); err != nil {
 		return nil, messages.Errorf(messages.InvalidOverrides, "the body is not valid JSON: %v", err)
 	}
+	fields := map[string]json.RawMessage{runwire.FieldMessageID: msgID, runwire.FieldMessageType: typ, runwire.FieldRequest: body.Bytes()}
+	runwire.AddTraceContext(ctx, fields)
 	_, err = in.journal.Create(ctx, journal.CreateParams{
-		RunID: runID, TargetName: target, CodeVersion: info.CodeVersion, Inputs: inputs,
-		Fields: map[string]json.RawMessage{runwire.FieldMessageID: msgID, runwire.FieldMessageType: typ, runwire.FieldRequest: body.Bytes()},
+		RunID: runID, TargetName: target, CodeVersion: info.CodeVersion, Inputs: inputs, Fields: fields,
 	})
 	switch {
 	case errors.Is(err, journal.ErrRunExists):

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/pyrula/caseworker/flow"
@@ -93,6 +94,9 @@ type Deps struct {
 	FixtureStore func(expected string) (store.Store, error)
 	// Report is where the executor reports what it does.
 	Report Report
+	// Tracer, when set, traces every execution of a run and, through the
+	// run's context, its calls (trace.go). Nil: tracing is off.
+	Tracer trace.Tracer
 }
 
 // Report are the callbacks through which the executor reports to the
@@ -479,7 +483,7 @@ func (x *Executor) keepAlive(ctx context.Context, cancel context.CancelCauseFunc
 // was suspended, and the type it was submitted with; an error means
 // neither (shutdown, lost lease or a transient failure). A suite's child
 // that finished is noted done in its suite (childDone).
-func (x *Executor) run(ctx context.Context, runID string, log *zap.Logger) (host.Status, messages.MessageType, error) {
+func (x *Executor) run(ctx context.Context, runID string, log *zap.Logger) (_ host.Status, _ messages.MessageType, err error) {
 	sub, err := runwire.Submitted(ctx, x.journal, runID)
 	if err != nil {
 		return "", "", err
@@ -493,6 +497,8 @@ func (x *Executor) run(ctx context.Context, runID string, log *zap.Logger) (host
 		return "", "", err
 	}
 	var out host.Outcome
+	ctx, span := x.startRunSpan(ctx, sub, meta, typ)
+	defer func() { endRunSpan(span, out, err) }()
 	switch typ {
 	case messages.RunCase:
 		out, err = x.runCase(ctx, meta, sub, log)

@@ -218,9 +218,11 @@ func (x *Executor) submitChildren(ctx context.Context, meta journal.Meta, b mess
 				return fmt.Errorf("encode child %s's inputs: %w", child.RunID, err)
 			}
 		}
+		fields := map[string]json.RawMessage{runwire.FieldMessageID: msgID, runwire.FieldMessageType: typ,
+			runwire.FieldRequest: req, runwire.FieldSuite: ref}
+		runwire.AddTraceContext(ctx, fields) // the children's spans join the suite's trace
 		_, err = x.journal.Create(ctx, journal.CreateParams{RunID: child.RunID, TargetName: plan.Target, CodeVersion: info.CodeVersion,
-			Inputs: inputs, Fields: map[string]json.RawMessage{runwire.FieldMessageID: msgID, runwire.FieldMessageType: typ,
-				runwire.FieldRequest: req, runwire.FieldSuite: ref}})
+			Inputs: inputs, Fields: fields})
 		switch {
 		case errors.Is(err, journal.ErrRunExists):
 			// Created by an earlier execution: added to the runs stream

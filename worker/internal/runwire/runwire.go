@@ -4,16 +4,19 @@
 // run:submitted event, which tell the executor what to run. Neither
 // service reaches into the other; both read these.
 //
-// runwire imports journal, journal/capture, messages, replay and runevent.
+// runwire imports internal/tracing, journal, journal/capture, messages,
+// replay and runevent.
 package runwire
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
 
+	"github.com/pyrula/caseworker/internal/tracing"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/capture"
 	"github.com/pyrula/caseworker/messages"
@@ -29,7 +32,39 @@ const (
 	FieldRequest     = "request"
 	// FieldSuite, on a suite's child, is its SuiteRef.
 	FieldSuite = "suite"
+	// FieldTraceparent and FieldTracestate are the W3C trace context the
+	// run was submitted under (the message's, or its suite's run), when
+	// there was one: the run's spans continue that trace.
+	FieldTraceparent = tracing.TraceparentField
+	FieldTracestate  = tracing.TracestateField
 )
+
+// AddTraceContext adds the W3C trace context of ctx, when it has one, to
+// the fields of a run:submitted event.
+func AddTraceContext(ctx context.Context, fields map[string]json.RawMessage) {
+	tp, ts := tracing.Traceparent(ctx)
+	if tp == "" {
+		return
+	}
+	fields[FieldTraceparent], _ = json.Marshal(tp)
+	if ts != "" {
+		fields[FieldTracestate], _ = json.Marshal(ts)
+	}
+}
+
+// TraceContext returns ctx with the remote span context run:submitted
+// event sub carries, if any.
+func TraceContext(ctx context.Context, sub journal.Event) context.Context {
+	var tp, ts string
+	if raw, ok := sub.Extra[FieldTraceparent]; !ok || json.Unmarshal(raw, &tp) != nil {
+		return ctx
+	}
+	if raw, ok := sub.Extra[FieldTracestate]; ok {
+		_ = json.Unmarshal(raw, &ts)
+	}
+	ctx, _ = tracing.ContextOf(ctx, tp, ts)
+	return ctx
+}
 
 // SuiteRef is the suite field of a child's run:submitted event: the suite
 // it belongs to and its place in the suite's plan.
