@@ -115,9 +115,9 @@ func BenchmarkReplayOnlyN(b *testing.B) {
 type spanCounter struct{ ended atomic.Int64 }
 
 func (c *spanCounter) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
-func (c *spanCounter) OnEnd(sdktrace.ReadOnlySpan)                    { c.ended.Add(1) }
-func (c *spanCounter) Shutdown(context.Context) error                 { return nil }
-func (c *spanCounter) ForceFlush(context.Context) error               { return nil }
+func (c *spanCounter) OnEnd(sdktrace.ReadOnlySpan)                     { c.ended.Add(1) }
+func (c *spanCounter) Shutdown(context.Context) error                  { return nil }
+func (c *spanCounter) ForceFlush(context.Context) error                { return nil }
 
 // BenchmarkTracedReplay: what tracing costs a case run. The same
 // `--replay-only` run of 10,000 read-step calls, alternately untraced (the

@@ -41,12 +41,12 @@ func TestNoSecretLeaks(t *testing.T) {
 	dsn := testenv.FreshPostgresDatabase(t)
 	suffix := randomHex(t)
 	secrets := map[string]string{
-		"the Valkey password":      "vk-pass-" + suffix,
-		"the PostgreSQL password":  "pg-pass-" + suffix,
-		"the S3 secret key":        bucket.Env.SecretKey,
-		"the OpenAI API key":       "sk-openai-" + suffix,
-		"the Anthropic API key":    "sk-ant-" + suffix,
-		"the S3 access key's pair": bucket.Env.AccessKey + ":" + bucket.Env.SecretKey,
+		"the Valkey password":       "vk-pass-" + suffix,
+		"the PostgreSQL password":   "pg-pass-" + suffix,
+		"the S3 secret key":         bucket.Env.SecretKey,
+		"the OpenAI API key":        "sk-openai-" + suffix,
+		"the Anthropic API key":     "sk-ant-" + suffix,
+		"the S3 access key's pair":  bucket.Env.AccessKey + ":" + bucket.Env.SecretKey,
 		"the OTLP exporter's token": "otlp-token-" + suffix,
 	}
 	spans := newCollector(t)
