@@ -4,9 +4,9 @@
 // demo` and the worker's tests use it; the Cloud platform does the same
 // with its own Valkey client.
 //
-// client imports journal (event types) and messages (wire types); never
-// worker, cli or cmd, so that a platform process needs nothing of the
-// worker to talk to it.
+// client imports journal (event types), messages (wire types) and
+// internal/tracing (the trace context's fields); never worker, cli or cmd,
+// so that a platform process needs nothing of the worker to talk to it.
 package client
 
 import (
@@ -21,6 +21,7 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
+	"github.com/pyrula/caseworker/internal/tracing"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/messages"
 )
@@ -108,7 +109,9 @@ type Sent struct {
 // Send adds m to the case stream as an envelope whose reply_to is the
 // client's reply stream, after noting where that stream ends, so that
 // Reply reads only what comes after. The body must be a JSON object (or
-// empty, sent as null).
+// empty, sent as null). When ctx holds an OpenTelemetry span context, the
+// entry carries it (traceparent, tracestate), so that the worker's spans of
+// the message and of the run it submits continue the sender's trace.
 func (c *Client) Send(ctx context.Context, m Message) (Sent, error) {
 	if m.MessageID == "" {
 		m.MessageID = NewMessageID()
@@ -127,8 +130,15 @@ func (c *Client) Send(ctx context.Context, m Message) (Sent, error) {
 	if err != nil {
 		return Sent{}, fmt.Errorf("client: send %s %s: read the end of %s: %w", m.Type, m.MessageID, c.opts.ReplyStream, err)
 	}
-	id, err := c.c.Do(ctx, c.c.B().Xadd().Key(c.opts.CaseStream).Id("*").FieldValue().
-		FieldValue(messages.MessageField, string(env)).Build()).ToString()
+	fields := c.c.B().Xadd().Key(c.opts.CaseStream).Id("*").FieldValue().FieldValue(messages.MessageField, string(env))
+	if tp, ts := tracing.Traceparent(ctx); tp != "" {
+		// The worker's spans of the message continue the sender's trace.
+		fields = fields.FieldValue(tracing.TraceparentField, tp)
+		if ts != "" {
+			fields = fields.FieldValue(tracing.TracestateField, ts)
+		}
+	}
+	id, err := c.c.Do(ctx, fields.Build()).ToString()
 	if err != nil {
 		return Sent{}, fmt.Errorf("client: send %s %s to %s: %w", m.Type, m.MessageID, c.opts.CaseStream, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
 	"github.com/pyrula/caseworker/internal/testenv"
@@ -139,6 +140,44 @@ func TestSendAndReply(t *testing.T) {
 		}
 		if _, err := cl.Send(ctx, client.Message{Type: messages.SaveCase, Body: json.RawMessage(`{`)}); err == nil {
 			t.Fatal("a body that is not JSON was sent")
+		}
+	})
+}
+
+// TestSendCarriesTraceContext: a message sent under a span context carries
+// it as the entry's traceparent and tracestate fields; one sent without
+// carries neither.
+func TestSendCarriesTraceContext(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, c valkey.Client, ns string) {
+		ctx := context.Background()
+		cl, err := client.New(c, client.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+		sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+		state, _ := trace.ParseTraceState("vendor=abc")
+		traced := trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid,
+			TraceFlags: trace.FlagsSampled, TraceState: state, Remote: true}))
+		body := json.RawMessage(`{"target_name":"x"}`)
+		a, err := cl.Send(traced, client.Message{Type: messages.StartRun, Body: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := cl.Send(ctx, client.Message{Type: messages.StartRun, Body: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, err := c.Do(ctx, c.B().Xrange().Key(ns+":case-messages").Start("-").End("+").Build()).AsXRange()
+		if err != nil || len(entries) != 2 || entries[0].ID != a.EntryID || entries[1].ID != b.EntryID {
+			t.Fatalf("case stream %+v (%v)", entries, err)
+		}
+		if f := entries[0].FieldValues; f["traceparent"] != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" || f["tracestate"] != "vendor=abc" {
+			t.Errorf("the traced message's fields: %v", f)
+		}
+		if f := entries[1].FieldValues; len(f) != 1 {
+			t.Errorf("the untraced message's fields: %v", f)
 		}
 	})
 }

@@ -25,7 +25,10 @@ func (in *Intake) newConsumer() (*consumer.Consumer, error) {
 			BackoffPerDelivery: true,
 			MaxDeliveries:      in.cfg.MaxDeliveries,
 			DeadLetter: func(ctx context.Context, d consumer.Delivery, _ error, deliveries int64) bool {
-				return in.deadLetter(ctx, d.Entry, deliveries)
+				ctx, span := in.startDeadLetterSpan(ctx, d, deliveries)
+				acked := in.deadLetter(ctx, d.Entry, deliveries)
+				endStep(span, nil)
+				return acked
 			},
 			KeepAlive: in.keepAliveLoop,
 		},

@@ -36,6 +36,21 @@ func (in *Intake) handleTraced(ctx context.Context, d consumer.Delivery) consume
 	return in.handle(ctx, d.Entry, d.Deliveries)
 }
 
+// startDeadLetterSpan starts the span of the dead-lettering of delivery d,
+// delivered deliveries times, under the trace context its entry carries;
+// nil when tracing is off.
+func (in *Intake) startDeadLetterSpan(ctx context.Context, d consumer.Delivery, deliveries int64) (context.Context, trace.Span) {
+	if in.deps.Tracer == nil {
+		return ctx, nil
+	}
+	ctx, _ = tracing.EntryContext(ctx, d.Entry.FieldValues)
+	ctx, span := in.deps.Tracer.Start(ctx, "dead_letter", trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("messaging.destination.name", in.cfg.CaseStream),
+			attribute.String("messaging.message.id", d.Entry.ID), attribute.Int64("pyrula.deliveries", deliveries)))
+	span.SetStatus(codes.Error, "dead-lettered after its deliveries failed")
+	return ctx, span
+}
+
 // entryTime is the time stream entry id stamps (its milliseconds), or
 // fallback when it stamps none or one after fallback (another node's
 // clock).

@@ -1,0 +1,112 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/pyrula/caseworker/internal/testwait"
+	"github.com/pyrula/caseworker/store"
+	"github.com/pyrula/caseworker/store/memstore"
+	"github.com/pyrula/caseworker/worker"
+)
+
+// withTraces restarts e's worker with a tracer provider whose ended spans
+// the returned recorder keeps.
+func (e *env) withTraces(st store.Store) *tracetest.SpanRecorder {
+	e.t.Helper()
+	if err := e.w.Stop(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	w, err := worker.New(e.cfg, worker.Params{Client: e.client, Store: st, Registry: e.reg, Registerer: prometheus.NewRegistry(),
+		Logger: zaptest.NewLogger(e.t), TracerProvider: tp})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	e.w = w
+	e.t.Cleanup(func() { w.Stop(context.Background()) })
+	return rec
+}
+
+// TestDeadLetterTraced: a message whose every delivery fails (its reply_to
+// is a string key) is traced in each delivery, each message span failed
+// at its reply step, and then in its dead_letter span; all of them in the
+// trace its entry's traceparent names, under the sender's span.
+func TestDeadLetterTraced(t *testing.T) {
+	t.Parallel()
+	st := memstore.New(memstore.Options{})
+	e := setup(t, st, nil) // MaxDeliveries 3, ClaimIdle 100ms
+	rec := e.withTraces(st)
+	ctx := context.Background()
+	replyTo := e.cfg.Namespace + ":my-replies"
+	if err := e.client.Do(ctx, e.client.B().Set().Key(replyTo).Value("not a stream").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := json.Marshal(map[string]any{"message_id": "f1", "type": "delete_case_bundle", "reply_to": replyTo,
+		"body": map[string]string{"fixture_hash": zeroHash}})
+	const traceID, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	if err := e.client.Do(ctx, e.client.B().Xadd().Key(e.cfg.CaseStream).Id("*").FieldValue().FieldValue("message", string(msg)).
+		FieldValue("traceparent", "00-"+traceID+"-"+parent+"-01").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	failed := func() int {
+		n := 0
+		for _, s := range rec.Ended() {
+			if s.Name() == "message delete_case_bundle" && s.Status().Code == codes.Error {
+				n++
+			}
+		}
+		return n
+	}
+	testwait.Eventually(t, 10*time.Second, "three failed deliveries", func() bool { return failed() >= 3 })
+	if err := e.client.Do(ctx, e.client.B().Del().Key(replyTo).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	var dead []sdktrace.ReadOnlySpan
+	testwait.Eventually(t, 10*time.Second, "the dead_letter span", func() bool {
+		dead = dead[:0]
+		for _, s := range rec.Ended() {
+			if s.Name() == "dead_letter" {
+				dead = append(dead, s)
+			}
+		}
+		return len(dead) > 0
+	})
+	if len(dead) != 1 || dead[0].Status().Code != codes.Error || dead[0].SpanContext().TraceID().String() != traceID ||
+		dead[0].Parent().SpanID().String() != parent {
+		t.Fatalf("dead_letter spans: %d, the first %v in trace %s under %s", len(dead), dead[0].Status(), dead[0].SpanContext().TraceID(), dead[0].Parent().SpanID())
+	}
+	byID := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range rec.Ended() {
+		byID[s.SpanContext().SpanID().String()] = s
+	}
+	deliveries := 0
+	for _, s := range rec.Ended() {
+		if s.SpanContext().TraceID().String() != traceID {
+			t.Errorf("span %s is in trace %s", s.Name(), s.SpanContext().TraceID())
+		}
+		if s.Name() != "reply" {
+			continue
+		}
+		deliveries++
+		msgSpan, ok := byID[s.Parent().SpanID().String()]
+		if s.Status().Code != codes.Error || !ok || msgSpan.Name() != "message delete_case_bundle" || msgSpan.Parent().SpanID().String() != parent {
+			t.Errorf("a failed delivery's reply span: status %v, under %v", s.Status(), msgSpan)
+		}
+	}
+	if deliveries != failed() || deliveries < 3 {
+		t.Errorf("%d reply spans for %d failed deliveries", deliveries, failed())
+	}
+}
