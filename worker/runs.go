@@ -19,7 +19,7 @@ func newExecutor(w *Worker) (*runexec.Executor, error) {
 		Namespace: w.cfg.Namespace, ConsumerName: w.cfg.ConsumerName,
 		RunConcurrency: w.cfg.RunConcurrency, MaxDeliveries: w.cfg.MaxDeliveries,
 		ClaimIdle: w.cfg.ClaimIdle, RunLease: w.cfg.RunLease, IdempotencyTTL: w.cfg.IdempotencyTTL,
-		ReadBlock: readBlock,
+		ReadBlock: readBlock, WaitReplicas: w.cfg.WaitReplicas, WaitTimeout: w.cfg.WaitTimeout,
 	}
 	return runexec.New(cfg, runexec.Deps{
 		Client: w.client, Logger: w.log, Journal: w.journal, Registry: w.reg,

@@ -37,6 +37,9 @@ type privateRedis struct {
 	bin  string
 	dir  string
 	port string
+	// extra are more redis-server arguments, after the defaults (a later
+	// one wins).
+	extra []string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -48,6 +51,15 @@ type privateRedis struct {
 // answers PING; it is killed at the end of the test.
 func startPrivateRedis(t *testing.T) *privateRedis {
 	t.Helper()
+	r := newPrivateRedis(t, closedPort(t))
+	r.start()
+	return r
+}
+
+// newPrivateRedis is a private redis-server on port with the extra
+// arguments, not started yet; it is killed at the end of the test.
+func newPrivateRedis(t *testing.T, port string, extra ...string) *privateRedis {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		bin = "/usr/bin/redis-server"
@@ -58,8 +70,7 @@ func startPrivateRedis(t *testing.T) *privateRedis {
 			t.Skip("redis-server not found: skipping a test that restarts a private Redis")
 		}
 	}
-	r := &privateRedis{t: t, bin: bin, dir: t.TempDir(), port: closedPort(t)}
-	r.start()
+	r := &privateRedis{t: t, bin: bin, dir: t.TempDir(), port: port, extra: extra}
 	t.Cleanup(func() {
 		r.kill()
 		if t.Failed() {
@@ -82,10 +93,10 @@ func (r *privateRedis) output() string {
 // waits up to 20 s for it to answer PING (after loading its AOF).
 func (r *privateRedis) start() {
 	r.t.Helper()
-	cmd := exec.Command(r.bin,
-		"--port", r.port, "--bind", "127.0.0.1", "--dir", r.dir,
+	args := append([]string{"--port", r.port, "--bind", "127.0.0.1", "--dir", r.dir,
 		"--appendonly", "yes", "--appendfsync", "always", "--save", "",
-		"--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning")
+		"--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning"}, r.extra...)
+	cmd := exec.Command(r.bin, args...)
 	pr, err := cmd.StdoutPipe()
 	if err != nil {
 		r.t.Fatal(err)

@@ -138,11 +138,26 @@ type killTrial struct {
 }
 
 func runKillTrial(t *testing.T, url string, kills int) {
+	k := newKillTrial(t, url, fmt.Sprintf("%d kills", kills))
+	for k.kills < kills {
+		k.load(300*time.Millisecond + time.Duration(k.rng.IntN(1200))*time.Millisecond)
+		k.kill(k.rng.IntN(len(k.workers)))
+		k.load(time.Duration(k.rng.IntN(400)) * time.Millisecond) // sent while it is down
+		i := slices.Index(k.workers, nil)
+		k.workers[i] = k.startWorker(i, k.rng.IntN(2) == 0)
+	}
+	k.finish()
+}
+
+// newKillTrial starts the trial's three workers on url (with env besides
+// the trial's own settings) and its seed runs; what is a trial of (for its
+// first log line) says what it will do to them.
+func newKillTrial(t *testing.T, url, what string, env ...string) *killTrial {
 	seed := *killSeed
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
-	t.Logf("kill trial: %d kills, seed %d (-kill-seed %d repeats the choices)", kills, seed, seed)
+	t.Logf("kill trial: %s, seed %d (-kill-seed %d repeats the choices)", what, seed, seed)
 	ns := testenv.UniqueName(t, "wkill")
 	k := &killTrial{
 		t: t, url: url, ns: ns, dir: filepath.Join(t.TempDir(), "store"),
@@ -158,6 +173,7 @@ func runKillTrial(t *testing.T, url string, kills int) {
 		lastReply: "0", start: time.Now(), loadBefore: loadAverage(),
 	}
 	k.env = append(k.env, "PYRULA_FIXTURE_STORE="+k.dir)
+	k.env = append(k.env, env...)
 	if *killLogs != "" {
 		k.env = append(k.env, "PYRULA_LOG_LEVEL=debug")
 		t.Cleanup(k.writeLogs)
@@ -167,13 +183,12 @@ func runKillTrial(t *testing.T, url string, kills int) {
 		k.workers[i] = k.startWorker(i, false)
 	}
 	k.seed(6)
-	for k.kills < kills {
-		k.load(300*time.Millisecond + time.Duration(k.rng.IntN(1200))*time.Millisecond)
-		k.kill(k.rng.IntN(len(k.workers)))
-		k.load(time.Duration(k.rng.IntN(400)) * time.Millisecond) // sent while it is down
-		i := slices.Index(k.workers, nil)
-		k.workers[i] = k.startWorker(i, k.rng.IntN(2) == 0)
-	}
+	return k
+}
+
+// finish checks the trial once its faults are over and logs its figures.
+func (k *killTrial) finish() {
+	t := k.t
 	k.loadDuring = loadAverage()
 	loaded := time.Since(k.start)
 	k.check()

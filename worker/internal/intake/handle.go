@@ -433,7 +433,16 @@ func (in *Intake) publish(ctx context.Context, out *outcome) error {
 			return fmt.Errorf("encode the reply: %w", err)
 		}
 	}
-	if err := in.batch.Do(ctx, in.client.B().Xadd().Key(out.replyTo).Id("*").FieldValue().FieldValue(messages.ReplyField, string(raw)).Build()).Error(); err != nil {
+	cmd := in.client.B().Xadd().Key(out.replyTo).Id("*").FieldValue().FieldValue(messages.ReplyField, string(raw)).Build()
+	var err error
+	if in.replicas.On() {
+		// The reply on the replicas before the ack: a failover of the
+		// reply stream's node must not lose a reply whose message is acked.
+		_, err = in.replicas.Do(ctx, cmd)
+	} else {
+		err = in.batch.Do(ctx, cmd).Error()
+	}
+	if err != nil {
 		return fmt.Errorf("publish the reply to %s: %w", out.replyTo, err)
 	}
 	return nil

@@ -29,6 +29,7 @@ import (
 	"github.com/pyrula/caseworker/store"
 	"github.com/pyrula/caseworker/worker/internal/batch"
 	"github.com/pyrula/caseworker/worker/internal/consumer"
+	"github.com/pyrula/caseworker/worker/internal/replicas"
 	"github.com/pyrula/caseworker/worker/internal/runwire"
 )
 
@@ -141,6 +142,9 @@ type Intake struct {
 	saves chan struct{}
 	// cases is the message stream's consumer.
 	cases *consumer.Consumer
+	// replicas waits for PYRULA_WAIT_REPLICAS replicas on the reply and a
+	// run's submission (none when 0).
+	replicas replicas.Waiter
 }
 
 // New returns the intake with its consumer.
@@ -150,6 +154,7 @@ func New(cfg Config, deps Deps) (*Intake, error) {
 		client: deps.Client, batch: deps.Batch, log: deps.Logger, journal: deps.Journal, reg: deps.Registry,
 		runsStream: runwire.RunsStream(cfg.Namespace),
 		saves:      make(chan struct{}, max(cfg.SaveConcurrency, 1)),
+		replicas:   replicas.Waiter{Client: deps.Client, N: cfg.WaitReplicas, Timeout: cfg.WaitTimeout},
 	}
 	c, err := in.newConsumer()
 	if err != nil {

@@ -186,7 +186,15 @@ func (in *Intake) submit(ctx context.Context, env messages.Envelope, runID, pref
 	// (ErrRunExists, submittedBy) and adds the entry then. A crash after
 	// this XADD and before the ack adds a second entry on redelivery; the
 	// executor finds the run leased or finished and acks it.
-	err = in.client.Do(ctx, in.client.B().Xadd().Key(in.runsStream).Id("*").FieldValue().FieldValue(runwire.RunField, runID).Build()).Error()
+	//
+	// With PYRULA_WAIT_REPLICAS both reach the replicas of their nodes
+	// before the reply: the run's creation is read back on its node
+	// (lost to a failover: a transient failure, and the redelivery
+	// creates it again), and the XADD waits on its own connection.
+	if err := runwire.ConfirmCreated(ctx, in.replicas, in.cfg.Namespace, runID); err != nil {
+		return nil, fmt.Errorf("submit: %w", err)
+	}
+	_, err = in.replicas.Do(ctx, in.client.B().Xadd().Key(in.runsStream).Id("*").FieldValue().FieldValue(runwire.RunField, runID).Build())
 	if err != nil {
 		return nil, fmt.Errorf("submit run %s to %s: %w", runID, in.runsStream, err)
 	}

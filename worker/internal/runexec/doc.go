@@ -9,7 +9,8 @@
 // worker or its message intake, and shares with the intake only the wire
 // names of worker/internal/runwire.
 //
-// runexec imports flow, flow/journallog, journal, journal/capture, bundle,
-// messages, replay, store, version, worker/internal/consumer and
+// runexec imports flow, flow/journallog, journal, journal/capture,
+// journal/valkeyjournal, bundle, messages, replay, store, version,
+// worker/internal/consumer, worker/internal/replicas and
 // worker/internal/runwire.
 package runexec

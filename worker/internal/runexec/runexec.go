@@ -19,11 +19,13 @@ import (
 	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/flow/journallog"
 	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/journal/valkeyjournal"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/runevent"
 	"github.com/pyrula/caseworker/store"
 	"github.com/pyrula/caseworker/worker/internal/consumer"
+	"github.com/pyrula/caseworker/worker/internal/replicas"
 	"github.com/pyrula/caseworker/worker/internal/runwire"
 )
 
@@ -54,6 +56,8 @@ type Executor struct {
 	// process, so the lease cannot keep a second runs entry of the same
 	// run (a redelivered submission adds one) from executing it at once.
 	running consumer.Set
+	// replicas waits for PYRULA_WAIT_REPLICAS replicas (none when 0).
+	replicas replicas.Waiter
 }
 
 // Config is what the executor reads of the worker's configuration.
@@ -73,6 +77,11 @@ type Config struct {
 	IdempotencyTTL time.Duration
 	// ReadBlock is how long one read of the runs stream blocks.
 	ReadBlock time.Duration
+	// WaitReplicas, when above 0, makes what an execution wrote reach that
+	// many replicas (WAIT, up to WaitTimeout each) before its runs entry is
+	// acked: the run's end, a suite child's note, a suite's children.
+	WaitReplicas int
+	WaitTimeout  time.Duration
 }
 
 // Deps are the executor's collaborators, given by the worker.
@@ -146,7 +155,8 @@ func New(cfg Config, deps Deps) (*Executor, error) {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	x := &Executor{deps: deps, cfg: cfg, client: deps.Client, logger: deps.Logger, journal: deps.Journal,
-		reg: deps.Registry, report: deps.Report, stream: runwire.RunsStream(cfg.Namespace), log: l, owner: owner}
+		reg: deps.Registry, report: deps.Report, stream: runwire.RunsStream(cfg.Namespace), log: l, owner: owner,
+		replicas: replicas.Waiter{Client: deps.Client, N: cfg.WaitReplicas, Timeout: cfg.WaitTimeout}}
 	x.runs, err = consumer.New(consumer.Config{
 		Stream: x.stream, Group: runwire.RunsGroup, Consumer: cfg.ConsumerName,
 		Slots: cfg.RunConcurrency, Name: "the runs stream", ReadBlock: cfg.ReadBlock,
@@ -310,6 +320,12 @@ func (x *Executor) Execute(ctx context.Context, d consumer.Delivery) consumer.Ve
 	wg.Wait()
 	switch {
 	case err == nil:
+		if err := x.confirmEnded(ctx, runID); err != nil {
+			// The end may yet be lost to a failover: not acked, so that a
+			// redelivery finds the run as its node has it.
+			log.Warn("the run's end on the replicas; left pending", zap.Error(err))
+			return consumer.Retry(nil)
+		}
 		log.Info("run ended", zap.String("status", string(status)))
 		if typ == messages.RunSuite && status == host.StatusSuspended {
 			// From now on a wake of the suite executes it, here too; then
@@ -348,6 +364,20 @@ func (x *Executor) Execute(ctx context.Context, d consumer.Delivery) consumer.Ve
 		log.Warn("run failed transiently; handed back and left pending", zap.Error(err))
 	}
 	return v
+}
+
+// confirmEnded makes sure, with PYRULA_WAIT_REPLICAS, that run runID's end
+// (its status no longer running: ended or suspended) is on the replicas of
+// its node, and with it every earlier write of its slot (its journal, a
+// suite's counters).
+func (x *Executor) confirmEnded(ctx context.Context, runID string) error {
+	meta, _, _ := valkeyjournal.Keys(x.cfg.Namespace, runID)
+	return x.replicas.Confirm(ctx, x.client.B().Hget().Key(meta).Field("status").Build(),
+		func(r valkey.ValkeyResult) bool {
+			s, err := r.ToString()
+			return err == nil && s != "" && s != string(journal.StatusRunning)
+		},
+		runwire.ReplicatedKey(x.cfg.Namespace, runID))
 }
 
 // countFailure is the runs stream's consumer.Policy.Failed: it counts a

@@ -231,13 +231,14 @@ func (x *Executor) submitChildren(ctx context.Context, meta journal.Meta, b mess
 		case err != nil:
 			return fmt.Errorf("submit child %s: %w", child.RunID, err)
 		}
+		if err := runwire.ConfirmCreated(ctx, x.replicas, x.cfg.Namespace, child.RunID); err != nil {
+			return fmt.Errorf("submit child: %w", err)
+		}
 		adds = append(adds, c.B().Xadd().Key(x.stream).Id("*").FieldValue().FieldValue(runwire.RunField, child.RunID).Build())
 	}
 	for start := 0; start < len(adds); start += 500 {
-		for _, r := range c.DoMulti(ctx, adds[start:min(start+500, len(adds))]...) {
-			if err := r.Error(); err != nil {
-				return fmt.Errorf("add suite %s's children to %s: %w", meta.RunID, x.stream, err)
-			}
+		if err := x.replicas.DoMulti(ctx, adds[start:min(start+500, len(adds))]...); err != nil {
+			return fmt.Errorf("add suite %s's children to %s: %w", meta.RunID, x.stream, err)
 		}
 	}
 	if err := c.Do(ctx, c.B().Hset().Key(key).FieldValue().FieldValue("submitted", "1").Build()).Error(); err != nil {
@@ -390,6 +391,15 @@ func (x *Executor) childDone(ctx context.Context, runID string, ref runwire.Suit
 		return fmt.Errorf("note child %s of suite %s done: %v", runID, ref.SuiteID, err)
 	}
 	added, done, total := res[0] == 1, res[1], res[2]
+	// With PYRULA_WAIT_REPLICAS the note reaches the suite node's
+	// replicas before the child's entry is acked: a note lost to a
+	// failover would leave the suite waiting for the child for ever.
+	err = x.replicas.Confirm(ctx, x.client.B().Sismember().Key(keys[0]).Member(runID).Build(),
+		func(r valkey.ValkeyResult) bool { in, err := r.AsBool(); return err == nil && in },
+		runwire.ReplicatedKey(x.cfg.Namespace, ref.SuiteID))
+	if err != nil {
+		return fmt.Errorf("note child %s of suite %s done: on the replicas: %w", runID, ref.SuiteID, err)
+	}
 	if added {
 		x.report.SuiteChild(verdict)
 	}
@@ -404,7 +414,7 @@ func (x *Executor) childDone(ctx context.Context, runID string, ref runwire.Suit
 // coordinator again.
 func (x *Executor) wake(ctx context.Context, suiteID string) error {
 	c := x.client
-	if err := c.Do(ctx, c.B().Xadd().Key(x.stream).Id("*").FieldValue().FieldValue(runwire.RunField, suiteID).Build()).Error(); err != nil {
+	if _, err := x.replicas.Do(ctx, c.B().Xadd().Key(x.stream).Id("*").FieldValue().FieldValue(runwire.RunField, suiteID).Build()); err != nil {
 		return fmt.Errorf("wake suite %s: %w", suiteID, err)
 	}
 	return nil

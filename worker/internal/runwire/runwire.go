@@ -4,8 +4,9 @@
 // run:submitted event, which tell the executor what to run. Neither
 // service reaches into the other; both read these.
 //
-// runwire imports internal/tracing, journal, journal/capture, messages,
-// replay and runevent.
+// runwire imports internal/tracing, journal, journal/capture,
+// journal/valkeyjournal, messages, replay, runevent and
+// worker/internal/replicas.
 package runwire
 
 import (
@@ -16,12 +17,16 @@ import (
 	"math"
 	"strings"
 
+	"github.com/valkey-io/valkey-go"
+
 	"github.com/pyrula/caseworker/internal/tracing"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/journal/capture"
+	"github.com/pyrula/caseworker/journal/valkeyjournal"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/runevent"
+	"github.com/pyrula/caseworker/worker/internal/replicas"
 )
 
 // The fields of a submitted run's run:submitted event that tell the
@@ -74,6 +79,27 @@ type SuiteRef struct {
 	// Assert are the assertions of the child's arm, which its verdict is
 	// judged by.
 	Assert []messages.SuiteAssertion `json:"assert,omitempty"`
+}
+
+// ReplicatedKey is the key, under hash tag tag (a run's or a suite's id),
+// that a wait for replicas writes to cover the writes made before it in
+// that slot (replicas.Waiter.Confirm); it expires within a minute.
+func ReplicatedKey(namespace, tag string) string {
+	return namespace + ":{" + tag + "}:replicated"
+}
+
+// ConfirmCreated makes sure, when w waits for replicas, that run runID's
+// creation (its meta hash) is on the replicas of its node
+// (replicas.Waiter.Confirm): a run submitted is not acknowledged before.
+func ConfirmCreated(ctx context.Context, w replicas.Waiter, namespace, runID string) error {
+	meta, _, _ := valkeyjournal.Keys(namespace, runID)
+	err := w.Confirm(ctx, w.Client.B().Exists().Key(meta).Build(),
+		func(r valkey.ValkeyResult) bool { n, err := r.AsInt64(); return err == nil && n == 1 },
+		ReplicatedKey(namespace, runID))
+	if err != nil {
+		return fmt.Errorf("run %s's creation on the replicas: %w", runID, err)
+	}
+	return nil
 }
 
 // RunField is the one field of a runs stream entry: the run to execute.
