@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,7 +24,10 @@ import (
 	"github.com/pyrula/caseworker/internal/testwait"
 )
 
-var failovers = flag.Int("failovers", 0, "TestFailoverTrial: fail over this many masters (a long trial) instead of the bounded default")
+var (
+	failovers       = flag.Int("failovers", 0, "TestFailoverTrial: fail over this many masters (a long trial) instead of the bounded default")
+	failoverReplica = flag.Int("failover-wait-replicas", 1, "TestFailoverTrial: the workers' PYRULA_WAIT_REPLICAS (0: see what a failover loses without it)")
+)
 
 // boundedFailovers is how many masters TestFailoverTrial kills by default.
 const boundedFailovers = 5
@@ -212,11 +216,36 @@ func (c *replicatedCluster) replicate(r *privateRedis) {
 	}
 }
 
-// failover SIGKILLs one master, waits until its replica is promoted and the
-// cluster is ok again, then restarts the killed node (it rejoins as the new
+// replicaOf is the node that replicates master r.
+func (c *replicatedCluster) replicaOf(r *privateRedis) *privateRedis {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	vs, err := c.conn(r).Do(ctx, c.conn(r).B().Role().Build()).ToArray()
+	if err == nil && len(vs) == 3 {
+		replicas, _ := vs[2].ToArray()
+		for _, rep := range replicas {
+			f, _ := rep.ToArray()
+			if len(f) == 3 {
+				port, _ := f[1].ToString()
+				for _, n := range c.nodes {
+					if n.port == port {
+						return n
+					}
+				}
+			}
+		}
+	}
+	c.t.Fatalf("master %s has no replica (%v)", r.port, err)
+	return nil
+}
+
+// failover stops one master's replica for stall (so that the master holds
+// writes the replica lacks), SIGKILLs the master, lets the replica go on,
+// waits until it is promoted and the cluster is ok again, then restarts the killed node (it rejoins as the new
 // master's replica) and waits until it is in sync. It returns how long the
 // shard had no master.
-func (c *replicatedCluster) failover(pick int) time.Duration {
+func (c *replicatedCluster) failover(pick int, stall time.Duration) time.Duration {
 	c.t.Helper()
 	var masters []*privateRedis
 	for _, r := range c.nodes {
@@ -229,8 +258,15 @@ func (c *replicatedCluster) failover(pick int) time.Duration {
 	}
 	dead := masters[pick%len(masters)]
 	c.replicate(dead)
+	// Its replica stops reading for stall, while the workers go on
+	// writing to the master (the trial sends nothing meanwhile): those
+	// writes are on the master alone when it is killed, and lost with it.
+	replica := c.replicaOf(dead)
+	replica.signal(syscall.SIGSTOP)
+	time.Sleep(stall)
 	killed := time.Now()
 	dead.kill()
+	replica.signal(syscall.SIGCONT)
 	c.conn(dead).Close()
 	delete(c.conns, dead.port)
 	var promoted time.Duration
@@ -266,17 +302,17 @@ func TestFailoverTrial(t *testing.T) {
 		n = *failovers
 	}
 	c := startReplicatedCluster(t)
-	k := newKillTrial(t, c.url(), fmt.Sprintf("%d failovers of a master", n),
+	k := newKillTrial(t, c.url(), fmt.Sprintf("%d failovers of a master, PYRULA_WAIT_REPLICAS=%d", n, *failoverReplica),
 		// A failover leaves its shard without a replica until the old
 		// master rejoins, and every WAIT there fails meanwhile: with a
 		// failover every few seconds a message may fail many deliveries
 		// in a row, so the trial allows 8 (a backoff of about 95 s in all)
 		// instead of 5 (15 s).
-		"PYRULA_WAIT_REPLICAS=1", "PYRULA_WAIT_TIMEOUT=1s", "PYRULA_MAX_DELIVERIES=8")
+		fmt.Sprintf("PYRULA_WAIT_REPLICAS=%d", *failoverReplica), "PYRULA_WAIT_TIMEOUT=1s", "PYRULA_MAX_DELIVERIES=8")
 	var down []string
 	for i := range n {
 		k.load(500*time.Millisecond + time.Duration(k.rng.IntN(1500))*time.Millisecond)
-		took := c.failover(k.rng.IntN(3))
+		took := c.failover(k.rng.IntN(3), time.Duration(200+k.rng.IntN(600))*time.Millisecond)
 		down = append(down, took.Round(10*time.Millisecond).String())
 		t.Logf("failover %d: a replica promoted %v after its master was killed", i+1, took.Round(10*time.Millisecond))
 	}
