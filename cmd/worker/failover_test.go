@@ -240,8 +240,8 @@ func (c *replicatedCluster) replicaOf(r *privateRedis) *privateRedis {
 	return nil
 }
 
-// failover stops one master's replica for stall (so that the master holds
-// writes the replica lacks), SIGKILLs the master, lets the replica go on,
+// failover stops one master's replica for stall, SIGKILLs the master, lets
+// the replica go on,
 // waits until it is promoted and the cluster is ok again, then restarts the killed node (it rejoins as the new
 // master's replica) and waits until it is in sync. It returns how long the
 // shard had no master.
@@ -258,9 +258,11 @@ func (c *replicatedCluster) failover(pick int, stall time.Duration) time.Duratio
 	}
 	dead := masters[pick%len(masters)]
 	c.replicate(dead)
-	// Its replica stops reading for stall, while the workers go on
-	// writing to the master (the trial sends nothing meanwhile): those
-	// writes are on the master alone when it is killed, and lost with it.
+	// Its replica stops for stall while the workers go on writing to the
+	// master (the trial sends nothing meanwhile): every WAIT on the shard
+	// blocks, then fails. (On loopback the kernel still takes in what the
+	// master sends, and the replica reads it when it resumes: see
+	// docs/reliability.md.)
 	replica := c.replicaOf(dead)
 	replica.signal(syscall.SIGSTOP)
 	time.Sleep(stall)
