@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -38,7 +37,11 @@ const boundedFailovers = 5
 type replicatedCluster struct {
 	t     *testing.T
 	nodes []*privateRedis
-	conns map[string]valkey.Client // by port: one connection to each node
+	// proxies are the nodes' client ports, by node port: each node
+	// announces its proxy's port, so that clients and replicas go through
+	// it and a replication stream can be cut (replProxy).
+	proxies map[string]*replProxy
+	conns   map[string]valkey.Client // by port: one connection to each node
 }
 
 // startReplicatedCluster starts the six nodes, joins them with redis-cli
@@ -52,12 +55,16 @@ func startReplicatedCluster(t *testing.T) *replicatedCluster {
 		}
 		t.Skip("redis-cli not found: skipping the failover trial")
 	}
-	c := &replicatedCluster{t: t, conns: map[string]valkey.Client{}}
+	c := &replicatedCluster{t: t, conns: map[string]valkey.Client{}, proxies: map[string]*replProxy{}}
 	var addrs []string
 	for range 6 {
 		port := clusterPort(t)
+		bus, _ := strconv.Atoi(port)
+		proxy := startReplProxy(t, "127.0.0.1:"+port)
+		c.proxies[port] = proxy
 		r := newPrivateRedis(t, port, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "1000", "--appendonly", "no")
+			"--cluster-node-timeout", "1000", "--appendonly", "no",
+			"--cluster-announce-ip", "127.0.0.1", "--cluster-announce-port", proxy.port(), "--cluster-announce-bus-port", strconv.Itoa(bus+10000))
 		r.start()
 		c.nodes = append(c.nodes, r)
 		addrs = append(addrs, "127.0.0.1:"+port)
@@ -91,15 +98,16 @@ func clusterPort(t *testing.T) string {
 	return ""
 }
 
-// url is the cluster's URL for the workers, naming every node.
+// url is the cluster's URL for the workers, naming every node by the port
+// it announces (its proxy's).
 func (c *replicatedCluster) url() string {
-	u := "redis://127.0.0.1:" + c.nodes[0].port
+	u := "redis://127.0.0.1:" + c.proxies[c.nodes[0].port].port()
 	for i, n := range c.nodes[1:] {
 		sep := "&"
 		if i == 0 {
 			sep = "?"
 		}
-		u += sep + "addr=127.0.0.1:" + n.port
+		u += sep + "addr=127.0.0.1:" + c.proxies[n.port].port()
 	}
 	return u
 }
@@ -227,9 +235,9 @@ func (c *replicatedCluster) replicaOf(r *privateRedis) *privateRedis {
 		for _, rep := range replicas {
 			f, _ := rep.ToArray()
 			if len(f) == 3 {
-				port, _ := f[1].ToString()
+				port, _ := f[1].ToString() // its own port, as it told the master
 				for _, n := range c.nodes {
-					if n.port == port {
+					if n.port == port || c.proxies[n.port].port() == port {
 						return n
 					}
 				}
@@ -240,11 +248,11 @@ func (c *replicatedCluster) replicaOf(r *privateRedis) *privateRedis {
 	return nil
 }
 
-// failover stops one master's replica for stall, SIGKILLs the master, lets
-// the replica go on,
-// waits until it is promoted and the cluster is ok again, then restarts the killed node (it rejoins as the new
-// master's replica) and waits until it is in sync. It returns how long the
-// shard had no master.
+// failover cuts one master's replication stream for stall, SIGKILLs the
+// master, waits until its replica is promoted and the cluster is ok again,
+// then restarts the killed node (it rejoins as the new master's replica)
+// and waits until it is in sync. It returns how long the shard had no
+// master.
 func (c *replicatedCluster) failover(pick int, stall time.Duration) time.Duration {
 	c.t.Helper()
 	var masters []*privateRedis
@@ -258,17 +266,17 @@ func (c *replicatedCluster) failover(pick int, stall time.Duration) time.Duratio
 	}
 	dead := masters[pick%len(masters)]
 	c.replicate(dead)
-	// Its replica stops for stall while the workers go on writing to the
-	// master (the trial sends nothing meanwhile): every WAIT on the shard
-	// blocks, then fails. (On loopback the kernel still takes in what the
-	// master sends, and the replica reads it when it resumes: see
-	// docs/reliability.md.)
-	replica := c.replicaOf(dead)
-	replica.signal(syscall.SIGSTOP)
+	// Its replication stream is cut for stall while the workers go on
+	// writing to the master (the trial sends nothing meanwhile): every
+	// WAIT on the shard blocks, and what the master takes in then is lost
+	// with it.
+	c.replicaOf(dead) // it has one
+	proxy := c.proxies[dead.port]
+	proxy.hold()
 	time.Sleep(stall)
 	killed := time.Now()
 	dead.kill()
-	replica.signal(syscall.SIGCONT)
+	proxy.drop()
 	c.conn(dead).Close()
 	delete(c.conns, dead.port)
 	var promoted time.Duration

@@ -148,19 +148,6 @@ func (r *privateRedis) pong() bool {
 	return err == nil && strings.HasPrefix(line, "+PONG")
 }
 
-// signal sends sig to the server (SIGSTOP and SIGCONT pause and resume it).
-func (r *privateRedis) signal(sig os.Signal) {
-	r.mu.Lock()
-	cmd := r.cmd
-	r.mu.Unlock()
-	if cmd == nil {
-		r.t.Fatalf("signal %v: redis-server %s is not running", sig, r.port)
-	}
-	if err := cmd.Process.Signal(sig); err != nil {
-		r.t.Fatalf("signal %v to redis-server %s: %v", sig, r.port, err)
-	}
-}
-
 // kill SIGKILLs the server and waits for it to exit; a server already
 // gone is fine.
 func (r *privateRedis) kill() {

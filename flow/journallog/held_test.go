@@ -3,7 +3,10 @@ package journallog_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,5 +154,48 @@ func TestHeldBatchesBounds(t *testing.T) {
 	}
 	if got := lastSeq(t, j, runID); got != at+4 {
 		t.Errorf("a batch %v after the first held one: the journal is at %d, want %d", journallog.MaxHoldFor, got, at+4)
+	}
+}
+
+// TestAfterFinish: Options.AfterFinish sees each run the Log finished,
+// after its terminal event is in the journal, and its error fails the
+// Finish (the run stays finished in the journal).
+func TestAfterFinish(t *testing.T) {
+	ctx := context.Background()
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fail=%v", fail), func(t *testing.T) {
+			j, err := memjournal.New(memjournal.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var seen []string
+			var statusSeen journal.Status
+			log, err := journallog.New(j, journallog.Options{Owner: "test", AfterFinish: func(ctx context.Context, runID string) error {
+				seen = append(seen, runID)
+				m, err := j.Meta(ctx, runID)
+				if err != nil {
+					return err
+				}
+				statusSeen = m.Status
+				if fail {
+					return errors.New("not on the replicas")
+				}
+				return nil
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runID := "run_after"
+			if _, err := log.Append(ctx, runID, host.Batch{Target: "t", Events: []host.Event{{Kind: runevent.RunStart, Inputs: json.RawMessage(`{}`)}}}); err != nil {
+				t.Fatal(err)
+			}
+			_, err = log.Finish(ctx, runID, host.Event{Kind: runevent.RunComplete, Result: json.RawMessage(`null`)})
+			if fail != (err != nil) || (fail && !strings.Contains(err.Error(), "not on the replicas")) {
+				t.Fatalf("Finish: %v", err)
+			}
+			if len(seen) != 1 || seen[0] != runID || statusSeen != journal.StatusComplete {
+				t.Errorf("AfterFinish saw %v, the run %q then", seen, statusSeen)
+			}
+		})
 	}
 }

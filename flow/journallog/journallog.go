@@ -35,9 +35,10 @@ import (
 // Log is a host.Log over a journal.Journal. It is safe for concurrent use
 // (a run's children are written concurrently with it).
 type Log struct {
-	j        journal.Journal
-	owner    string
-	leaseTTL time.Duration
+	j           journal.Journal
+	owner       string
+	leaseTTL    time.Duration
+	afterFinish func(ctx context.Context, runID string) error
 
 	mu     sync.Mutex
 	leases map[string]journal.Lease
@@ -75,6 +76,12 @@ type Options struct {
 	Owner string
 	// LeaseTTL is the lease time to live (the journal's default when zero).
 	LeaseTTL time.Duration
+	// AfterFinish, when set, is called with each run this Log finished
+	// (its terminal event written), before Finish returns; its error fails
+	// the Finish. A worker waiting for replicas makes sure there that the
+	// run's end is on them before the run's result is used (a parent
+	// taking its child's result).
+	AfterFinish func(ctx context.Context, runID string) error
 }
 
 // New returns a Log that writes to j.
@@ -82,7 +89,8 @@ func New(j journal.Journal, opts Options) (*Log, error) {
 	if opts.Owner == "" {
 		return nil, errors.New("journallog: an owner is required")
 	}
-	return &Log{j: j, owner: opts.Owner, leaseTTL: opts.LeaseTTL, leases: map[string]journal.Lease{}, held: map[string]*heldBatches{}}, nil
+	return &Log{j: j, owner: opts.Owner, leaseTTL: opts.LeaseTTL, afterFinish: opts.AfterFinish,
+		leases: map[string]journal.Lease{}, held: map[string]*heldBatches{}}, nil
 }
 
 // Load implements host.Log: the run's events and results, live or archived;
@@ -188,6 +196,11 @@ func (l *Log) Finish(ctx context.Context, runID string, terminal host.Event) (in
 	l.mu.Lock()
 	delete(l.leases, runID)
 	l.mu.Unlock()
+	if l.afterFinish != nil {
+		if err := l.afterFinish(ctx, runID); err != nil {
+			return 0, fmt.Errorf("journallog: finish %s: %w", runID, err)
+		}
+	}
 	return seq, nil
 }
 

@@ -150,11 +150,15 @@ func New(cfg Config, deps Deps) (*Executor, error) {
 		return nil, fmt.Errorf("worker: lease owner: %w", err)
 	}
 	owner := cfg.ConsumerName + "/" + hex.EncodeToString(b[:])
-	l, err := journallog.New(deps.Journal, journallog.Options{Owner: owner, LeaseTTL: cfg.RunLease})
+	var x *Executor
+	l, err := journallog.New(deps.Journal, journallog.Options{Owner: owner, LeaseTTL: cfg.RunLease,
+		// A run's end (a child's, before its parent takes its result) on
+		// the replicas, with PYRULA_WAIT_REPLICAS.
+		AfterFinish: func(ctx context.Context, runID string) error { return x.confirmEnded(ctx, runID) }})
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	x := &Executor{deps: deps, cfg: cfg, client: deps.Client, logger: deps.Logger, journal: deps.Journal,
+	x = &Executor{deps: deps, cfg: cfg, client: deps.Client, logger: deps.Logger, journal: deps.Journal,
 		reg: deps.Registry, report: deps.Report, stream: runwire.RunsStream(cfg.Namespace), log: l, owner: owner,
 		replicas: replicas.Waiter{Client: deps.Client, N: cfg.WaitReplicas, Timeout: cfg.WaitTimeout}}
 	x.runs, err = consumer.New(consumer.Config{
