@@ -21,21 +21,10 @@ import (
 // registry and whose logs also go to an observer, both read by the test.
 func (e *env) withObservedLogs() (*prometheus.Registry, *observer.ObservedLogs) {
 	e.t.Helper()
-	if err := e.w.Stop(context.Background()); err != nil {
-		e.t.Fatal(err)
-	}
 	core, logs := observer.New(zap.InfoLevel)
 	log := zap.New(zapcore.NewTee(zaptest.NewLogger(e.t).Core(), core))
 	reg := prometheus.NewRegistry()
-	w, err := worker.New(e.cfg, worker.Params{Client: e.client, Store: memstore.New(memstore.Options{}), Registry: e.reg, Registerer: reg, Logger: log})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := w.Start(context.Background()); err != nil {
-		e.t.Fatal(err)
-	}
-	e.w = w
-	e.t.Cleanup(func() { w.Stop(context.Background()) })
+	e.restart(worker.Params{Store: memstore.New(memstore.Options{}), Registerer: reg, Logger: log})
 	return reg, logs
 }
 

@@ -32,19 +32,8 @@ import (
 // the test reads (setup's worker registers on a registry of its own).
 func (e *env) withRegistry(st store.Store) *prometheus.Registry {
 	e.t.Helper()
-	if err := e.w.Stop(context.Background()); err != nil {
-		e.t.Fatal(err)
-	}
 	reg := prometheus.NewRegistry()
-	w, err := worker.New(e.cfg, worker.Params{Client: e.client, Store: st, Registry: e.reg, Registerer: reg, Logger: zaptest.NewLogger(e.t)})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := w.Start(context.Background()); err != nil {
-		e.t.Fatal(err)
-	}
-	e.w = w
-	e.t.Cleanup(func() { w.Stop(context.Background()) })
+	e.restart(worker.Params{Store: st, Registerer: reg, Logger: zaptest.NewLogger(e.t)})
 	return reg
 }
 

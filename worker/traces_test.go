@@ -22,21 +22,9 @@ import (
 // the returned recorder keeps.
 func (e *env) withTraces(st store.Store) *tracetest.SpanRecorder {
 	e.t.Helper()
-	if err := e.w.Stop(context.Background()); err != nil {
-		e.t.Fatal(err)
-	}
 	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	w, err := worker.New(e.cfg, worker.Params{Client: e.client, Store: st, Registry: e.reg, Registerer: prometheus.NewRegistry(),
-		Logger: zaptest.NewLogger(e.t), TracerProvider: tp})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := w.Start(context.Background()); err != nil {
-		e.t.Fatal(err)
-	}
-	e.w = w
-	e.t.Cleanup(func() { w.Stop(context.Background()) })
+	e.restart(worker.Params{Store: st, Registerer: prometheus.NewRegistry(), Logger: zaptest.NewLogger(e.t),
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))})
 	return rec
 }
 

@@ -101,6 +101,25 @@ func (e *env) start(st store.Store) {
 	e.t.Cleanup(func() { w.Stop(context.Background()) })
 }
 
+// restart replaces e's worker by one made with p, to which it adds e's
+// client and registry (a test's own registerer, logger or tracer).
+func (e *env) restart(p worker.Params) {
+	e.t.Helper()
+	if err := e.w.Stop(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	p.Client, p.Registry = e.client, e.reg
+	w, err := worker.New(e.cfg, p)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	e.w = w
+	e.t.Cleanup(func() { w.Stop(context.Background()) })
+}
+
 func (e *env) send(id, typ string, body any) {
 	e.t.Helper()
 	raw, _ := json.Marshal(body)

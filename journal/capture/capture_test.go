@@ -198,19 +198,16 @@ func TestKind(t *testing.T) {
 	}
 }
 
-// TestPricesNotCaptured: the prices of a worker's case run (options.prices
-// of the run_case body its run:submitted event holds) are not copied into
-// the history of a capture; the rest of the request is.
-func TestPricesNotCaptured(t *testing.T) {
+// startedRun is run runID of a memory journal, created with the fields of
+// its run:submitted event and started (run:start): two events.
+func startedRun(t *testing.T, runID string, fields map[string]json.RawMessage) *journal.Run {
+	t.Helper()
 	ctx := context.Background()
 	j, err := memjournal.New(memjournal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	request := `{"target_name":"checkout","source":{"bundle":{"fixture_hash":"` + fp("x") + `"}},` +
-		`"options":{"max_cost_usd":5,"prices":{"price-only-model-x":{"input_per_mtok":4321.5,"output_per_mtok":8765.25}},"replay_only":false}}`
-	lease, err := j.Create(ctx, journal.CreateParams{RunID: "case_1", TargetName: "checkout", CodeVersion: "v1", Owner: "test",
-		Fields: map[string]json.RawMessage{"message_type": json.RawMessage(`"run_case"`), "request": json.RawMessage(request)}})
+	lease, err := j.Create(ctx, journal.CreateParams{RunID: runID, TargetName: "checkout", CodeVersion: "v1", Owner: "test", Fields: fields})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,10 +215,20 @@ func TestPricesNotCaptured(t *testing.T) {
 	if _, err := j.Append(ctx, lease, journal.Batch{Events: []journal.Event{start}}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := j.Run(ctx, "case_1")
+	r, err := j.Run(ctx, runID)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r
+}
+
+// TestPricesNotCaptured: the prices of a worker's case run (options.prices
+// of the run_case body its run:submitted event holds) are not copied into
+// the history of a capture; the rest of the request is.
+func TestPricesNotCaptured(t *testing.T) {
+	request := `{"target_name":"checkout","source":{"bundle":{"fixture_hash":"` + fp("x") + `"}},` +
+		`"options":{"max_cost_usd":5,"prices":{"price-only-model-x":{"input_per_mtok":4321.5,"output_per_mtok":8765.25}},"replay_only":false}}`
+	r := startedRun(t, "case_1", map[string]json.RawMessage{"message_type": json.RawMessage(`"run_case"`), "request": json.RawMessage(request)})
 	b, err := capture.Build(r, capture.Params{ForkAfterSeq: seq(2)})
 	if err != nil {
 		t.Fatal(err)
@@ -257,24 +264,7 @@ func TestPricesNotCaptured(t *testing.T) {
 // run:submitted event carries traceparent and tracestate) saves to the
 // same bundle, byte for byte, as the same run without them.
 func TestTraceContextNotCaptured(t *testing.T) {
-	ctx := context.Background()
-	j, err := memjournal.New(memjournal.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fields := map[string]json.RawMessage{"message_id": json.RawMessage(`"m1"`), "message_type": json.RawMessage(`"start_run"`)}
-	lease, err := j.Create(ctx, journal.CreateParams{RunID: "run_1", TargetName: "checkout", CodeVersion: "v1", Owner: "test", Fields: fields})
-	if err != nil {
-		t.Fatal(err)
-	}
-	start, _ := journal.NewEvent(runevent.RunStart, map[string]any{"inputs": map[string]any{}, "code_version": "v1"})
-	if _, err := j.Append(ctx, lease, journal.Batch{Events: []journal.Event{start}}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := j.Run(ctx, "run_1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := startedRun(t, "run_1", map[string]json.RawMessage{"message_id": json.RawMessage(`"m1"`), "message_type": json.RawMessage(`"start_run"`)})
 	bundleOf := func() string {
 		t.Helper()
 		b, err := capture.Build(r, capture.Params{ForkAfterSeq: seq(2)})
