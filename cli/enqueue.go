@@ -14,6 +14,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/pyrula/caseworker/internal/redact"
+	"github.com/pyrula/caseworker/internal/tracing"
 	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
@@ -27,6 +28,11 @@ import (
 const (
 	envCaseStream  = "PYRULA_CASE_STREAM"
 	envReplyStream = "PYRULA_REPLY_STREAM"
+	// envTraceparent and envTracestate carry the caller's W3C trace context
+	// (a CI job's, as OpenTelemetry's CI tools set them): the message is
+	// sent under it, so that the worker's spans continue that trace.
+	envTraceparent = "TRACEPARENT"
+	envTracestate  = "TRACESTATE"
 )
 
 // enqueueTypes are the message types enqueue sends.
@@ -47,7 +53,9 @@ start_run or run_suite) with the JSON object --body (or @FILE, @- for standard i
 the worker's case stream (PYRULA_CASE_STREAM, default <namespace>:case-messages,
 on PYRULA_VALKEY_URL), asking for the reply on PYRULA_REPLY_STREAM (default
 <namespace>:case-replies). The message id is --message-id or a new one;
-resending an id gets the same reply.
+resending an id gets the same reply. A W3C trace context in TRACEPARENT
+(and TRACESTATE) goes with the message, so that the worker's spans of it
+and of its run continue that trace.
 
 Without --wait it prints what was sent: {"message_id", "type", "entry_id",
 "stream", "reply_to"}. With --wait it prints the reply as one JSON line; with
@@ -185,6 +193,13 @@ type enqueueFlags struct {
 
 // enqueue sends m and, when asked, waits for its reply and follows its run.
 func (a *app) enqueue(ctx context.Context, cl *client.Client, m client.Message, f enqueueFlags) error {
+	if tp := a.getenv(envTraceparent); tp != "" {
+		var ok bool
+		if ctx, ok = tracing.ContextOf(ctx, tp, a.getenv(envTracestate)); !ok {
+			// Optional: the message goes without it, said once.
+			fmt.Fprintf(a.stderr, "warning: %s is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>); the message is sent without a trace context\n", envTraceparent)
+		}
+	}
 	sent, err := cl.Send(ctx, m)
 	if err != nil {
 		return err

@@ -205,6 +205,37 @@ func TestEnqueueNoWaitAndErrors(t *testing.T) {
 	}
 }
 
+// TestEnqueueTraceparent: a W3C trace context in TRACEPARENT and TRACESTATE
+// goes with the message as its entry's fields; an invalid one is warned
+// about on stderr and the message goes without it.
+func TestEnqueueTraceparent(t *testing.T) {
+	t.Parallel()
+	e := startWorker(t)
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	fieldsOf := func(r result) map[string]string {
+		t.Helper()
+		if r.code != 0 {
+			t.Fatalf("want exit 0\n%s", r)
+		}
+		var sent map[string]string
+		decodeOne(t, r, &sent)
+		entries, err := e.c.Do(context.Background(), e.c.B().Xrange().Key(sent["stream"]).Start(sent["entry_id"]).End(sent["entry_id"]).Build()).AsXRange()
+		if err != nil || len(entries) != 1 {
+			t.Fatalf("the sent entry %s: %v, %v", sent["entry_id"], entries, err)
+		}
+		return entries[0].FieldValues
+	}
+	args := []string{"enqueue", "start_run", "--body", `{"target_name":"checkout"}`}
+	r := run(t, invocation{args: args, env: append([]string{"TRACEPARENT=" + tp, "TRACESTATE=vendor=abc"}, e.env...)})
+	if f := fieldsOf(r); f["traceparent"] != tp || f["tracestate"] != "vendor=abc" || r.stderr != "" {
+		t.Errorf("the entry's fields: %v, stderr %q", f, r.stderr)
+	}
+	r = run(t, invocation{args: args, env: append([]string{"TRACEPARENT=not-a-traceparent"}, e.env...)})
+	if f := fieldsOf(r); f["traceparent"] != "" || !strings.Contains(r.stderr, "TRACEPARENT is not a W3C traceparent") {
+		t.Errorf("an invalid TRACEPARENT: fields %v, stderr %q", f, r.stderr)
+	}
+}
+
 // TestEnqueueErrorReply: a message dead-lettered after its deliveries gets
 // an error reply: exit 3, the reply on stdout.
 func TestEnqueueErrorReply(t *testing.T) {
