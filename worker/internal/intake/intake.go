@@ -10,9 +10,9 @@
 // the stream's health and position) goes through the Report callbacks, so
 // that it never reaches into the worker or the run executor. It imports
 // the layers it works with (bundle, canonjson, flow, journal and
-// journal/capture, replay, store, messages, version) and the worker's own
-// consumer, batch, envelope and runwire packages; never worker or
-// worker/internal/runexec.
+// journal/capture, replay, store, messages, version, internal/tracing) and
+// the worker's own consumer, batch, envelope, replicas and runwire
+// packages; never worker or worker/internal/runexec.
 package intake
 
 import (
