@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/valkey-io/valkey-go"
+
 	"github.com/pyrula/caseworker/internal/testwait"
 	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/journal/valkeyjournal"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/replay"
 	"github.com/pyrula/caseworker/runevent"
@@ -160,6 +164,43 @@ func TestRunSuiteTooSmall(t *testing.T) {
 		if o := suiteOutcome(t, events); o.Status != suite.Fail || o.Code != messages.SuiteTooSmall || !strings.Contains(o.Message, "min_cases") {
 			t.Fatalf("%s outcome %+v", r.MessageID, o)
 		}
+	}
+}
+
+// TestSuiteResumedAfterItsOutcome: a suite cut short between its
+// suite:outcome and its terminal event (a crash; here its terminal event
+// is taken back out of the journal and the run handed back) ends with that
+// outcome when it is executed again: one suite:outcome, one terminal event.
+func TestSuiteResumedAfterItsOutcome(t *testing.T) {
+	t.Parallel()
+	st := memstore.New(memstore.Options{})
+	e := setup(t, st, nil)
+	hash := saveRecorded(t, st)
+	arms := []map[string]any{{"options": map[string]any{"replay_only": true}}}
+	e.send("one", "run_suite", map[string]any{"target_name": "checkout", "cases": map[string]any{"bundles": []string{hash}}, "arms": arms, "min_cases": 2})
+	suiteID := suiteResult(t, e.waitReplies(1)[0]).SuiteID
+	events := e.waitRun(suiteID, 20*time.Second)
+	end := events[len(events)-1]
+	if end.Kind != runevent.RunError || count(events, runevent.SuiteOutcome) != 1 {
+		t.Fatalf("the suite before the cut: %d events, the last %s", len(events), end.Kind)
+	}
+	ctx := t.Context()
+	meta, evKey, _ := valkeyjournal.Keys(e.cfg.Namespace, suiteID)
+	for _, cmd := range []valkey.Completed{
+		e.client.B().Xdel().Key(evKey).Id(fmt.Sprintf("0-%d", end.RunSeq)).Build(),
+		e.client.B().Xsetid().Key(evKey).LastId(fmt.Sprintf("0-%d", end.RunSeq-1)).Build(),
+		e.client.B().Hset().Key(meta).FieldValue().FieldValue("status", "running").FieldValue("last_seq", strconv.FormatInt(end.RunSeq-1, 10)).
+			FieldValue("lease_owner", "").FieldValue("lease_until", "0").Build(),
+		e.client.B().Xadd().Key(e.cfg.Namespace+":runs").Id("*").FieldValue().FieldValue("run_id", suiteID).Build(),
+	} {
+		if err := e.client.Do(ctx, cmd).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	events = e.waitRun(suiteID, 20*time.Second)
+	if kind, code := last(t, events); kind != runevent.RunError || code != messages.SuiteTooSmall ||
+		count(events, runevent.SuiteOutcome) != 1 || int64(len(events)) != end.RunSeq {
+		t.Fatalf("the suite executed again: %d events (%d suite:outcome), the last %s %s", len(events), count(events, runevent.SuiteOutcome), kind, code)
 	}
 }
 

@@ -88,6 +88,14 @@ func (x *Executor) runSuite(ctx context.Context, meta journal.Meta, request json
 	if err != nil {
 		return x.fail(ctx, meta, messages.RuntimeError, err.Error(), nil)
 	}
+	if o, ok, err := recordedOutcome(events); err != nil || ok {
+		if err != nil {
+			return x.fail(ctx, meta, messages.RuntimeError, err.Error(), nil)
+		}
+		// Cut short between its outcome and its terminal event (a
+		// crash): ended with that outcome, never a second one.
+		return x.finishSuite(ctx, meta, o)
+	}
 	if !planned {
 		sel, err := x.selectCases(ctx, b)
 		if me := messages.AsError(err); me != nil {
@@ -352,6 +360,32 @@ func (x *Executor) endSuite(ctx context.Context, meta journal.Meta, plan suite.P
 	if err := x.appendLine(ctx, meta, o.Event); err != nil {
 		return host.Outcome{}, err
 	}
+	return x.finishSuite(ctx, meta, o)
+}
+
+// recordedOutcome is the suite:outcome among a suite's events, ok false
+// when there is none.
+func recordedOutcome(events []journal.Event) (suite.Outcome, bool, error) {
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i].Kind != runevent.SuiteOutcome {
+			continue
+		}
+		raw, err := events[i].JSON()
+		if err != nil {
+			return suite.Outcome{}, false, fmt.Errorf("the suite's recorded outcome: %w", err)
+		}
+		var o suite.Outcome
+		if err := json.Unmarshal(raw, &o); err != nil {
+			return suite.Outcome{}, false, fmt.Errorf("the suite's recorded outcome does not decode: %w", err)
+		}
+		return o, true, nil
+	}
+	return suite.Outcome{}, false, nil
+}
+
+// finishSuite ends a suite whose outcome o is written: run:complete when
+// every child passed, else run:error with the outcome's code.
+func (x *Executor) finishSuite(ctx context.Context, meta journal.Meta, o suite.Outcome) (host.Outcome, error) {
 	if o.Code != "" {
 		return x.fail(ctx, meta, o.Code, o.Message, nil)
 	}
