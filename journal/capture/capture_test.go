@@ -222,13 +222,10 @@ func startedRun(t *testing.T, runID string, fields map[string]json.RawMessage) *
 	return r
 }
 
-// TestPricesNotCaptured: the prices of a worker's case run (options.prices
-// of the run_case body its run:submitted event holds) are not copied into
-// the history of a capture; the rest of the request is.
-func TestPricesNotCaptured(t *testing.T) {
-	request := `{"target_name":"checkout","source":{"bundle":{"fixture_hash":"` + fp("x") + `"}},` +
-		`"options":{"max_cost_usd":5,"prices":{"price-only-model-x":{"input_per_mtok":4321.5,"output_per_mtok":8765.25}},"replay_only":false}}`
-	r := startedRun(t, "case_1", map[string]json.RawMessage{"message_type": json.RawMessage(`"run_case"`), "request": json.RawMessage(request)})
+// capturedBundle is the encoded bundle of run r forked after its
+// run:start (run_seq 2).
+func capturedBundle(t *testing.T, r *journal.Run) string {
+	t.Helper()
 	b, err := capture.Build(r, capture.Params{ForkAfterSeq: seq(2)})
 	if err != nil {
 		t.Fatal(err)
@@ -237,7 +234,17 @@ func TestPricesNotCaptured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := string(c.Bytes())
+	return string(c.Bytes())
+}
+
+// TestPricesNotCaptured: the prices of a worker's case run (options.prices
+// of the run_case body its run:submitted event holds) are not copied into
+// the history of a capture; the rest of the request is.
+func TestPricesNotCaptured(t *testing.T) {
+	request := `{"target_name":"checkout","source":{"bundle":{"fixture_hash":"` + fp("x") + `"}},` +
+		`"options":{"max_cost_usd":5,"prices":{"price-only-model-x":{"input_per_mtok":4321.5,"output_per_mtok":8765.25}},"replay_only":false}}`
+	r := startedRun(t, "case_1", map[string]json.RawMessage{"message_type": json.RawMessage(`"run_case"`), "request": json.RawMessage(request)})
+	got := capturedBundle(t, r)
 	for _, leak := range []string{"prices", "price-only-model-x", "4321.5", "8765.25"} {
 		if strings.Contains(got, leak) {
 			t.Errorf("the bundle holds %q: %s", leak, got)
@@ -254,7 +261,7 @@ func TestPricesNotCaptured(t *testing.T) {
 	}
 	// A request without prices is kept byte for byte.
 	r.Events[0].Extra["request"] = json.RawMessage(`{"options":{"replay_only":true},"target_name":"checkout"}`)
-	b, err = capture.Build(r, capture.Params{ForkAfterSeq: seq(2)})
+	b, err := capture.Build(r, capture.Params{ForkAfterSeq: seq(2)})
 	if err != nil || !strings.Contains(string(b.History[0]), `"request":{"options":{"replay_only":true},"target_name":"checkout"}`) {
 		t.Fatalf("request without prices: %s, %v", b.History[0], err)
 	}
@@ -265,22 +272,10 @@ func TestPricesNotCaptured(t *testing.T) {
 // same bundle, byte for byte, as the same run without them.
 func TestTraceContextNotCaptured(t *testing.T) {
 	r := startedRun(t, "run_1", map[string]json.RawMessage{"message_id": json.RawMessage(`"m1"`), "message_type": json.RawMessage(`"start_run"`)})
-	bundleOf := func() string {
-		t.Helper()
-		b, err := capture.Build(r, capture.Params{ForkAfterSeq: seq(2)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := bundle.Encode(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(c.Bytes())
-	}
-	plain := bundleOf()
+	plain := capturedBundle(t, r)
 	r.Events[0].Extra["traceparent"] = json.RawMessage(`"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"`)
 	r.Events[0].Extra["tracestate"] = json.RawMessage(`"vendor=abc"`)
-	traced := bundleOf()
+	traced := capturedBundle(t, r)
 	if traced != plain {
 		t.Errorf("the trace context changed the bundle:\n%s\nvs\n%s", traced, plain)
 	}
