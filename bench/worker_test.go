@@ -483,23 +483,24 @@ func checkReplies(tb testing.TB, c valkey.Client, cfg worker.Config, n int) {
 	}
 }
 
-// stampStore records when Delete is called for each hash: the handler's
-// moment for BenchmarkLatency.
+// stampStore records when Stat is called for each hash (a
+// delete_case_bundle's first store call): the handler's moment for
+// BenchmarkLatency.
 type stampStore struct {
 	store.Store
 	at func(h bundle.Hash)
 }
 
-func (s stampStore) Delete(ctx context.Context, h bundle.Hash) (bool, error) {
+func (s stampStore) Stat(ctx context.Context, h bundle.Hash) (store.Info, error) {
 	s.at(h)
-	return s.Store.Delete(ctx, h)
+	return s.Store.Stat(ctx, h)
 }
 
 // BenchmarkLatency sends messages at a steady -latency-rate (default 1,000
 // msg/s) for -latency-for and reports percentiles of enqueue → reply (from
 // before the XADD until a reader blocked on the reply stream sees the
 // reply) and, for delete_case_bundle, enqueue → handler (until the store's
-// Delete is called; each message names its own hash).
+// Stat is called, the handler's first step; each message names its own hash).
 //
 //	go test -run '^$' -bench Latency -benchtime 1x .
 func BenchmarkLatency(b *testing.B) {

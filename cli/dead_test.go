@@ -22,7 +22,7 @@ import (
 	"github.com/pyrula/caseworker/worker/client"
 )
 
-// outageStore fails every Delete and Open while down is set: a
+// outageStore fails every Stat and Open while down is set: a
 // delete_case_bundle, or a run_case from a bundle, fails transiently until
 // it is dead-lettered, and succeeds once the store is back.
 type outageStore struct {
@@ -32,11 +32,11 @@ type outageStore struct {
 
 var errOutage = errors.New("injected store outage")
 
-func (s *outageStore) Delete(ctx context.Context, h bundle.Hash) (bool, error) {
+func (s *outageStore) Stat(ctx context.Context, h bundle.Hash) (store.Info, error) {
 	if s.down.Load() {
-		return false, errOutage
+		return store.Info{}, errOutage
 	}
-	return s.Store.Delete(ctx, h)
+	return s.Store.Stat(ctx, h)
 }
 
 func (s *outageStore) Open(ctx context.Context, h bundle.Hash) (io.ReadCloser, error) {

@@ -38,11 +38,12 @@ func startWorker(t *testing.T) *workerEnv {
 	return startWorkerWith(t, memstore.New(memstore.Options{}), nil)
 }
 
-// failingStore fails every Delete, so delete_case_bundle is dead-lettered.
+// failingStore fails every Stat (a delete_case_bundle's first store call),
+// so delete_case_bundle is dead-lettered.
 type failingStore struct{ store.Store }
 
-func (failingStore) Delete(context.Context, bundle.Hash) (bool, error) {
-	return false, errors.New("injected store outage")
+func (failingStore) Stat(context.Context, bundle.Hash) (store.Info, error) {
+	return store.Info{}, errors.New("injected store outage")
 }
 
 func startWorkerWith(t *testing.T, st store.Store, mod func(*worker.Config)) *workerEnv {

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,8 +35,8 @@ func (s *statGateStore) Stat(ctx context.Context, h bundle.Hash) (store.Info, er
 // delete_case_bundle at once (a message sent twice, or one redelivered
 // while its first delivery still runs or after it died). The other
 // delivery claims the id first, finds the bundle, notes it and deletes it
-// while this one waits between its claim and its look at the store; this
-// one then finds nothing. The bundle was there and the message deleted it,
+// while this one waits on its look at the store; this one then finds
+// nothing. The bundle was there and the message deleted it,
 // so this delivery answers deleted: true too, whichever records first (the
 // kill trial's race, played step by step; it answered false).
 func TestConcurrentDeleteDeliveriesAgree(t *testing.T) {
@@ -57,7 +58,7 @@ func TestConcurrentDeleteDeliveriesAgree(t *testing.T) {
 		}
 		e.send("race", "delete_case_bundle", map[string]any{"fixture_hash": h})
 		select {
-		case <-st.entered: // this delivery claimed too, and now looks at the store
+		case <-st.entered: // this delivery looks at the store
 		case <-time.After(30 * time.Second):
 			t.Fatal("the worker did not look at the store")
 		}
@@ -75,6 +76,46 @@ func TestConcurrentDeleteDeliveriesAgree(t *testing.T) {
 		wantReply(t, r, messages.StatusOK, "")
 		if string(r.Result) != `{"deleted":true}` {
 			t.Errorf("result %s, want {\"deleted\":true}: the message deleted the bundle", r.Result)
+		}
+		if stored(t, mem, h) {
+			t.Errorf("the bundle is still stored")
+		}
+	})
+}
+
+// deleteThenFailStore deletes a bundle on the first Delete and then fails,
+// as a store whose answer is lost on the way back.
+type deleteThenFailStore struct {
+	store.Store
+	failed atomic.Bool
+}
+
+func (s *deleteThenFailStore) Delete(ctx context.Context, h bundle.Hash) (bool, error) {
+	deleted, err := s.Store.Delete(ctx, h)
+	if err == nil && s.failed.CompareAndSwap(false, true) {
+		return false, errTransient
+	}
+	return deleted, err
+}
+
+// TestDeleteLostAnswerTellsTheTruth: the first delivery of a
+// delete_case_bundle finds the bundle, claims the message id noting it,
+// and deletes it, but the store's answer is lost (a transient failure).
+// The next delivery finds nothing to delete and answers by the note:
+// deleted: true, in one write.
+func TestDeleteLostAnswerTellsTheTruth(t *testing.T) {
+	t.Parallel()
+	onBackends(t, func(t *testing.T, setup newEnv) {
+		mem := memstore.New(memstore.Options{})
+		h := hashOf(9)
+		putBundle(t, mem, h)
+		st := &deleteThenFailStore{Store: mem}
+		e := setup(t, st, nil)
+		e.send("lost", "delete_case_bundle", map[string]any{"fixture_hash": h})
+		r := e.waitReplies(1)[0]
+		wantReply(t, r, messages.StatusOK, "")
+		if !st.failed.Load() || string(r.Result) != `{"deleted":true}` {
+			t.Errorf("failed once %v, result %s, want {\"deleted\":true}: the message deleted the bundle", st.failed.Load(), r.Result)
 		}
 		if stored(t, mem, h) {
 			t.Errorf("the bundle is still stored")

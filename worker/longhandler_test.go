@@ -17,12 +17,13 @@ import (
 	"github.com/pyrula/caseworker/worker"
 )
 
-// heldStore makes every Put and Delete take hold (or until its context
-// ends), counting the calls.
+// heldStore makes every Put and Stat take hold (or until its context
+// ends), counting the calls: a delete_case_bundle's first store call is its
+// Stat.
 type heldStore struct {
 	store.Store
-	hold       time.Duration
-	puts, dels atomic.Int64
+	hold        time.Duration
+	puts, stats atomic.Int64
 }
 
 func (s *heldStore) wait(ctx context.Context) error {
@@ -44,12 +45,12 @@ func (s *heldStore) Put(ctx context.Context, h bundle.Hash, blob io.Reader) (boo
 	return s.Store.Put(ctx, h, blob)
 }
 
-func (s *heldStore) Delete(ctx context.Context, h bundle.Hash) (bool, error) {
-	s.dels.Add(1)
+func (s *heldStore) Stat(ctx context.Context, h bundle.Hash) (store.Info, error) {
+	s.stats.Add(1)
 	if err := s.wait(ctx); err != nil {
-		return false, err
+		return store.Info{}, err
 	}
-	return s.Store.Delete(ctx, h)
+	return s.Store.Stat(ctx, h)
 }
 
 // TestLongHandlerNotRunTwice: a message whose handler outlives the claim
@@ -77,7 +78,7 @@ func TestLongHandlerNotRunTwice(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { w2.Stop(context.Background()) })
-				calls := &st.dels
+				calls := &st.stats
 				if typ == messages.SaveCase {
 					calls = &st.puts
 					runID := e.record("checkout")

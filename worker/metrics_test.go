@@ -102,27 +102,28 @@ func wantValue(t *testing.T, reg *prometheus.Registry, v float64, name string, w
 	}
 }
 
-// failStore fails every Delete of one hash and the first Delete of
-// another, as a store outage would.
+// failStore fails every Stat of one hash and the first Stat of another
+// (the store call every delete_case_bundle makes first), as a store outage
+// would.
 type failStore struct {
 	store.Store
 	always, once bundle.Hash
 	failedOnce   chan struct{}
 }
 
-func (s *failStore) Delete(ctx context.Context, h bundle.Hash) (bool, error) {
+func (s *failStore) Stat(ctx context.Context, h bundle.Hash) (store.Info, error) {
 	if h == s.always {
-		return false, errTransient
+		return store.Info{}, errTransient
 	}
 	if h == s.once {
 		select {
 		case <-s.failedOnce:
 		default:
 			close(s.failedOnce)
-			return false, errTransient
+			return store.Info{}, errTransient
 		}
 	}
-	return s.Store.Delete(ctx, h)
+	return s.Store.Stat(ctx, h)
 }
 
 // TestMetricsMessagesAddUp: after ok, refused, malformed, duplicate,
@@ -185,11 +186,13 @@ func TestMetricsMessagesAddUp(t *testing.T) {
 	wantValue(t, reg, 3, "pyrula_worker_redeliveries_total")
 	wantValue(t, reg, 4, "pyrula_worker_transient_failures_total")
 
-	// The store: ok1 (once; its duplicate does no work), dead1 three times
-	// and retry1 twice; the four injected failures are errors, an absent
-	// bundle is not.
-	wantValue(t, reg, 6, "pyrula_worker_store_operation_duration_seconds", "backend", "memory", "op", "delete")
-	wantValue(t, reg, 4, "pyrula_worker_store_errors_total", "backend", "memory", "op", "delete")
+	// The store (each delivery looks its bundle up before it claims the
+	// message id, none is there to delete): ok1 and its duplicate, dead1
+	// three times and retry1 twice; the four injected failures are
+	// errors, an absent bundle is not.
+	wantValue(t, reg, 7, "pyrula_worker_store_operation_duration_seconds", "backend", "memory", "op", "stat")
+	wantValue(t, reg, 4, "pyrula_worker_store_errors_total", "backend", "memory", "op", "stat")
+	wantValue(t, reg, 0, "pyrula_worker_store_operation_duration_seconds", "backend", "memory", "op", "delete")
 	wantValue(t, reg, 0, "pyrula_worker_store_errors_total", "op", "open")
 
 	// At rest: nothing pending or waiting on either stream.
@@ -202,14 +205,15 @@ func TestMetricsMessagesAddUp(t *testing.T) {
 	wantValue(t, reg, 1, "pyrula_worker_build_info")
 }
 
-// blockStore blocks every Delete until release is closed.
+// blockStore blocks every Stat (what every delete_case_bundle does first)
+// until release is closed.
 type blockStore struct {
 	store.Store
 	entered chan struct{}
 	release chan struct{}
 }
 
-func (s *blockStore) Delete(ctx context.Context, h bundle.Hash) (bool, error) {
+func (s *blockStore) Stat(ctx context.Context, h bundle.Hash) (store.Info, error) {
 	select {
 	case s.entered <- struct{}{}:
 	default:
@@ -217,9 +221,9 @@ func (s *blockStore) Delete(ctx context.Context, h bundle.Hash) (bool, error) {
 	select {
 	case <-s.release:
 	case <-ctx.Done():
-		return false, ctx.Err()
+		return store.Info{}, ctx.Err()
 	}
-	return s.Store.Delete(ctx, h)
+	return s.Store.Stat(ctx, h)
 }
 
 // TestMetricsStreamPendingAndLag: with the one slot busy, the entry being

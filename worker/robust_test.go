@@ -126,12 +126,13 @@ func (s *redisServer) stop() {
 	s.cmd = nil
 }
 
-// gateStore blocks Delete while its gate is closed.
+// gateStore blocks Stat (what every delete_case_bundle does first) while
+// its gate is closed.
 type gateStore struct {
 	store.Store
 	mu      sync.Mutex
 	gate    chan struct{} // nil: open
-	entered chan string   // the hash of each Delete, when not nil
+	entered chan string   // the hash of each Stat, when not nil
 }
 
 func (s *gateStore) close() {
@@ -149,7 +150,7 @@ func (s *gateStore) open() {
 	}
 }
 
-func (s *gateStore) Delete(ctx context.Context, h bundle.Hash) (bool, error) {
+func (s *gateStore) Stat(ctx context.Context, h bundle.Hash) (store.Info, error) {
 	s.mu.Lock()
 	gate, entered := s.gate, s.entered
 	s.mu.Unlock()
@@ -160,10 +161,10 @@ func (s *gateStore) Delete(ctx context.Context, h bundle.Hash) (bool, error) {
 		select {
 		case <-gate:
 		case <-ctx.Done():
-			return false, ctx.Err()
+			return store.Info{}, ctx.Err()
 		}
 	}
-	return s.Store.Delete(ctx, h)
+	return s.Store.Stat(ctx, h)
 }
 
 // hashN is a valid fixture hash that differs per n.

@@ -11,17 +11,18 @@ import (
 	"github.com/pyrula/caseworker/store/memstore"
 )
 
-// stuckStore blocks Delete until released, ignoring its context.
+// stuckStore blocks Stat (what every delete_case_bundle does first) until
+// released, ignoring its context.
 type stuckStore struct {
 	store.Store
 	entered chan struct{}
 	release chan struct{}
 }
 
-func (s *stuckStore) Delete(ctx context.Context, h bundle.Hash) (bool, error) {
+func (s *stuckStore) Stat(ctx context.Context, h bundle.Hash) (store.Info, error) {
 	close(s.entered)
 	<-s.release
-	return s.Store.Delete(ctx, h)
+	return s.Store.Stat(ctx, h)
 }
 
 // Stop returns once its context ends, with the context's error, even when

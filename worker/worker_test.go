@@ -312,6 +312,14 @@ func (s *countingStore) Put(ctx context.Context, h bundle.Hash, r io.Reader) (bo
 	return s.Store.Put(ctx, h, r)
 }
 
+// Stat and Delete fail while injected failures (fails) are left.
+func (s *countingStore) Stat(ctx context.Context, h bundle.Hash) (store.Info, error) {
+	if s.fails.Add(-1) >= 0 {
+		return store.Info{}, errTransient
+	}
+	return s.Store.Stat(ctx, h)
+}
+
 func (s *countingStore) Delete(ctx context.Context, h bundle.Hash) (bool, error) {
 	if s.fails.Add(-1) >= 0 {
 		return false, errTransient
@@ -352,22 +360,9 @@ func TestDeadLetter(t *testing.T) {
 	}
 }
 
-// slowStore blocks Delete until released.
-type slowStore struct {
-	store.Store
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (s *slowStore) Delete(ctx context.Context, h bundle.Hash) (bool, error) {
-	close(s.entered)
-	<-s.release
-	return s.Store.Delete(ctx, h)
-}
-
 func TestGracefulStop(t *testing.T) {
 	t.Parallel()
-	st := &slowStore{Store: memstore.New(memstore.Options{}), entered: make(chan struct{}), release: make(chan struct{})}
+	st := &stuckStore{Store: memstore.New(memstore.Options{}), entered: make(chan struct{}), release: make(chan struct{})}
 	e := setup(t, st, nil)
 	e.send("g1", "delete_case_bundle", map[string]any{"fixture_hash": zeroHash})
 	<-st.entered

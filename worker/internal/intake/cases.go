@@ -21,6 +21,7 @@ import (
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/store"
 	"github.com/pyrula/caseworker/version"
+	"github.com/pyrula/caseworker/worker/internal/envelope"
 	"github.com/pyrula/caseworker/worker/internal/runwire"
 )
 
@@ -52,6 +53,15 @@ func decodeBody(raw json.RawMessage, v any) error {
 // options.prices["m"].input_per_mtok, options.inputs.qty). A body that
 // does not parse is left to the decoder's verdict.
 func checkNumbers(raw []byte) error {
+	if !mayHoldBadNumber(raw) {
+		return nil
+	}
+	return refuseBadNumbers(raw)
+}
+
+// refuseBadNumbers is checkNumbers without its quick scan: it decodes raw
+// and walks every number.
+func refuseBadNumbers(raw []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
@@ -59,6 +69,43 @@ func checkNumbers(raw []byte) error {
 		return nil
 	}
 	return walkNumbers("", v)
+}
+
+// mayHoldBadNumber reports whether raw, outside its strings, holds a number
+// that checkNumbers could refuse: one with a fraction or an exponent, or an
+// integer of more than canonjson.MaxIntDigits digits. Most bodies hold
+// none, and are not decoded twice.
+func mayHoldBadNumber(raw []byte) bool {
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case c == '"': // skip the string
+			for i++; i < len(raw) && raw[i] != '"'; i++ {
+				if raw[i] == '\\' {
+					i++
+				}
+			}
+		case c == '-' || c >= '0' && c <= '9':
+			digits := 0
+			for ; i+1 < len(raw) && isNumberByte(raw[i+1]); i++ {
+				if c := raw[i+1]; c == '.' || c == 'e' || c == 'E' {
+					return true
+				}
+				digits++
+			}
+			if c != '-' {
+				digits++
+			}
+			if digits > canonjson.MaxIntDigits {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isNumberByte reports whether c can continue a JSON number.
+func isNumberByte(c byte) bool {
+	return c >= '0' && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '-' || c == '+'
 }
 
 func walkNumbers(path string, v any) error {
@@ -134,83 +181,133 @@ func fieldError(err error) error {
 }
 
 // claimed is the idempotency record a delivery holds while it works: its
-// key and body hash, and whether an earlier delivery of the message found
-// the bundle of a delete_case_bundle stored (its started record says so).
+// key and body hash, and whether the started record notes the bundle of a
+// delete_case_bundle found in its store.
 type claimed struct {
 	key, bodyHash string
 	bundlePresent bool
 }
 
-// deleteCaseBundle handles delete_case_bundle. deleted is true when this
-// delivery deleted the bundle, or when the started record says an earlier
-// delivery of the message found the bundle stored and it is gone now (that
-// delivery deleted it, then died before recording its reply, or is still
-// running). So the first delivery that finds the bundle stored notes it in
-// the started record before deleting it, and a delivery that finds nothing
-// to delete reads the record again; a bundle absent then is deleted: false.
-func (in *Intake) deleteCaseBundle(ctx context.Context, raw json.RawMessage, cl claimed) (any, error) {
+// deletion is the bundle a delete_case_bundle names, looked up in its store
+// before the message id is claimed.
+type deletion struct {
+	store   store.Store
+	hash    bundle.Hash
+	present bool
+}
+
+// findBundle decodes the body of a delete_case_bundle and looks its bundle
+// up in its store. A body it refuses is a messages error.
+func (in *Intake) findBundle(ctx context.Context, raw json.RawMessage) (deletion, error) {
 	var b messages.DeleteCaseBundleBody
 	if err := decodeBody(raw, &b); err != nil {
-		return nil, err
+		return deletion{}, err
 	}
 	if b.FixtureHash == "" {
-		return nil, messages.Errorf(messages.InvalidOverrides, "fixture_hash is missing")
+		return deletion{}, messages.Errorf(messages.InvalidOverrides, "fixture_hash is missing")
 	}
 	h, err := bundle.ParseHash(b.FixtureHash)
 	if err != nil {
-		return nil, messages.Errorf(messages.InvalidFixtureHash, "fixture_hash is not 64 lowercase hex characters")
+		return deletion{}, messages.Errorf(messages.InvalidFixtureHash, "fixture_hash is not 64 lowercase hex characters")
 	}
 	s, err := in.deps.FixtureStore(b.FixtureStore)
 	if err != nil {
-		return nil, err
+		return deletion{}, err
 	}
-	if !cl.bundlePresent {
-		_, err := s.Stat(ctx, h)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			// Nothing to note: a later delivery looks again.
-		case err != nil:
-			return nil, fmt.Errorf("stat %s: %w", h, err)
-		default:
-			do := func(cmd valkey.Completed) valkey.ValkeyResult { return in.batch.Do(ctx, cmd) }
-			err := in.setRecord(do, cl.key, cl.bodyHash, startedRecord(cl.bodyHash, true)).Error()
-			if err != nil && !valkey.IsValkeyNil(err) {
-				return nil, fmt.Errorf("note the bundle in the idempotency record: %w", err)
-			}
-			// Not written (nil is written): a reply of this body is
-			// recorded already, and finish repeats it.
-			cl.bundlePresent = true
-		}
+	_, err = s.Stat(ctx, h)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return deletion{store: s, hash: h}, nil
+	case err != nil:
+		return deletion{}, fmt.Errorf("stat %s: %w", h, err)
 	}
-	deleted, err := s.Delete(ctx, h)
-	if err != nil {
-		return nil, fmt.Errorf("delete %s: %w", h, err)
-	}
-	if !deleted && !cl.bundlePresent {
-		// Another delivery of this message (the message sent twice, or
-		// redelivered while this one ran) may have found the bundle,
-		// noted it and deleted it between this delivery's claim and its
-		// Stat. Its note was written before its delete, so it is there
-		// now: read it, or this delivery would answer false and, if it
-		// records first, be the message's one reply.
-		if cl.bundlePresent, err = in.bundleNoted(ctx, cl); err != nil {
-			return nil, err
-		}
-	}
-	return messages.DeleteCaseBundleResult{Deleted: deleted || cl.bundlePresent}, nil
+	return deletion{store: s, hash: h, present: true}, nil
 }
 
-// bundleNoted reports whether the idempotency record at cl.key is the
-// started record of cl's body noting the bundle present.
-func (in *Intake) bundleNoted(ctx context.Context, cl claimed) (bool, error) {
-	cur, err := in.batch.Do(ctx, in.client.B().Get().Key(cl.key).Build()).ToString()
-	if valkey.IsValkeyNil(err) {
-		return false, nil
+// The replies of delete_case_bundle are deleted: true when the bundle was in
+// its store when a delivery of the message looked, and is gone now; a
+// bundle that no delivery found is deleted: false. A delivery that finds
+// the bundle claims the message id with a started record noting it
+// (claimRecord), or notes it in the started record of another delivery,
+// before it deletes; so a delivery that finds nothing may be late (another
+// delivery of the message found the bundle and deleted it), and answers by
+// the record: one script (answerDelete) writes the reply deleted: false
+// where there is no record or a started record of this body without the
+// note, deleted: true over a started record with the note, and otherwise
+// returns the reply recorded (a duplicate) or another body's record.
+
+// answerDelete answers a delete_case_bundle whose bundle is not in its
+// store: its record and reply in one write (setRecordLua with the noted
+// record as ARGV[4]), no claim and no work.
+func (in *Intake) answerDelete(ctx context.Context, out outcome, key, bodyHash string) (outcome, string, error) {
+	typ := string(messages.DeleteCaseBundle)
+	replies := [2]messages.Reply{}
+	records := [2]string{}
+	for i, deleted := range []bool{false, true} {
+		r := messages.Reply{MessageID: out.reply.MessageID, Type: messages.DeleteCaseBundle, Status: messages.StatusOK}
+		r.Result, _ = envelope.EncodeResult(messages.DeleteCaseBundleResult{Deleted: deleted})
+		raw, err := json.Marshal(r)
+		if err != nil {
+			return out, typ, fmt.Errorf("encode the reply: %w", err)
+		}
+		replies[i], records[i] = r, `{"body_hash":"`+bodyHash+`","reply":`+string(raw)+`}`
 	}
-	if err != nil {
-		return false, fmt.Errorf("read the idempotency record: %w", err)
+	res := in.setRecord(func(cmd valkey.Completed) valkey.ValkeyResult { return in.batch.Do(ctx, cmd) },
+		key, bodyHash, records[0], startedRecord(bodyHash, true), records[1])
+	if n, err := res.AsInt64(); err == nil && n == 1 {
+		out.reply = replies[1]
+		return in.written(out, key, bodyHash), typ, nil
 	}
-	return cur == startedRecord(cl.bodyHash, true), nil
+	prev, err := res.ToString()
+	switch {
+	case valkey.IsValkeyNil(err):
+		out.reply = replies[0]
+		return in.written(out, key, bodyHash), typ, nil
+	case err != nil:
+		return out, typ, fmt.Errorf("write the idempotency record %s: %w", key, err)
+	}
+	var r record
+	if err := json.Unmarshal([]byte(prev), &r); err != nil {
+		return out, typ, fmt.Errorf("decode the idempotency record %s: %w", key, err)
+	}
+	if r.BodyHash != bodyHash || r.State == stateStarted {
+		// A started record of this body would have been written over.
+		out.reply.Status, out.reply.Code = messages.StatusRefused, messages.InvalidOverrides
+		out.reply.Message = fmt.Sprintf("message_id %s reused with another body", out.reply.MessageID)
+		return out, typ, nil
+	}
+	return in.duplicate(out, r.Reply, key, bodyHash), typ, nil
+}
+
+// written is out, whose reply answerDelete has just recorded: with
+// PYRULA_WAIT_REPLICAS finish goes through the record again (it keeps that
+// reply) and waits for the replicas; without, it replies and acks.
+func (in *Intake) written(out outcome, key, bodyHash string) outcome {
+	if in.cfg.WaitReplicas > 0 {
+		out.key, out.bodyHash = key, bodyHash
+	}
+	return out
+}
+
+// deleteCaseBundle handles a delete_case_bundle whose bundle del was in its
+// store when this delivery looked and which holds the message id by cl:
+// it notes the bundle in a started record of another delivery that lacks
+// the note, then deletes it. The reply is deleted: true whether this
+// delivery deleted it or another one did first.
+func (in *Intake) deleteCaseBundle(ctx context.Context, del deletion, cl claimed) (any, error) {
+	if !cl.bundlePresent {
+		do := func(cmd valkey.Completed) valkey.ValkeyResult { return in.batch.Do(ctx, cmd) }
+		err := in.setRecord(do, cl.key, cl.bodyHash, startedRecord(cl.bodyHash, true)).Error()
+		if err != nil && !valkey.IsValkeyNil(err) {
+			return nil, fmt.Errorf("note the bundle in the idempotency record: %w", err)
+		}
+		// Not written (nil is written): a reply of this body is recorded
+		// already, and finish repeats it.
+	}
+	if _, err := del.store.Delete(ctx, del.hash); err != nil {
+		return nil, fmt.Errorf("delete %s: %w", del.hash, err)
+	}
+	return messages.DeleteCaseBundleResult{Deleted: true}, nil
 }
 
 // saveCase handles save_case: capture the run from the journal (live or

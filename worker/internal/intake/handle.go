@@ -61,9 +61,16 @@ func startedRecord(h string, bundlePresent bool) string {
 // setRecordLua replaces the record at KEYS[1] with ARGV[2] (TTL ARGV[3] ms)
 // when there is none or it begins with ARGV[1] (the started record of the
 // caller's body hash), and returns nil; otherwise it leaves the record and
-// returns it (a reply already recorded, or another body's record).
+// returns it (a reply already recorded, or another body's record). With
+// ARGV[4] and ARGV[5], a record that is exactly ARGV[4] is replaced with
+// ARGV[5] instead, and the script returns 1 (answerDelete: a bundle noted
+// by another delivery).
 const setRecordLua = `
 local cur = redis.call('GET', KEYS[1])
+if ARGV[4] and cur == ARGV[4] then
+  redis.call('SET', KEYS[1], ARGV[5], 'PX', ARGV[3])
+  return 1
+end
 if cur and string.sub(cur, 1, string.len(ARGV[1])) ~= ARGV[1] then
   return cur
 end
@@ -77,12 +84,13 @@ var setRecordSHA = func() string {
 }()
 
 // setRecord runs setRecordLua for key through do (EVALSHA, then EVAL when
-// the server does not have the script yet).
-func (in *Intake) setRecord(do func(valkey.Completed) valkey.ValkeyResult, key, bodyHash, value string) valkey.ValkeyResult {
-	ttl := strconv.FormatInt(in.cfg.IdempotencyTTL.Milliseconds(), 10)
-	res := do(in.client.B().Evalsha().Sha1(setRecordSHA).Numkeys(1).Key(key).Arg(startedPrefix(bodyHash), value, ttl).Build())
+// the server does not have the script yet). alt, when given, is the pair
+// ARGV[4], ARGV[5].
+func (in *Intake) setRecord(do func(valkey.Completed) valkey.ValkeyResult, key, bodyHash, value string, alt ...string) valkey.ValkeyResult {
+	args := append([]string{startedPrefix(bodyHash), value, strconv.FormatInt(in.cfg.IdempotencyTTL.Milliseconds(), 10)}, alt...)
+	res := do(in.client.B().Evalsha().Sha1(setRecordSHA).Numkeys(1).Key(key).Arg(args...).Build())
 	if ve, ok := valkey.IsValkeyErr(res.Error()); ok && ve.IsNoScript() {
-		res = do(in.client.B().Eval().Script(setRecordLua).Numkeys(1).Key(key).Arg(startedPrefix(bodyHash), value, ttl).Build())
+		res = do(in.client.B().Eval().Script(setRecordLua).Numkeys(1).Key(key).Arg(args...).Build())
 	}
 	return res
 }
@@ -266,6 +274,22 @@ func (in *Intake) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, st
 	if err != nil {
 		return refuse(messages.InvalidOverrides, "body: %v", err)
 	}
+	key := in.recordKey(env.MessageID)
+	// A delete looks in its store before it claims the message id, so
+	// that its claim notes a bundle found and, when there is nothing to
+	// delete, the claim is the answer (deleteCaseBundle). A body it
+	// refuses is refused after the claim, as every other message's.
+	var del deletion
+	var delErr error
+	if env.Type == messages.DeleteCaseBundle {
+		del, delErr = in.findBundle(ctx, env.Body)
+		if delErr != nil && messages.AsError(delErr) == nil {
+			return out, string(env.Type), delErr
+		}
+		if delErr == nil && !del.present {
+			return in.answerDelete(ctx, out, key, bodyHash)
+		}
+	}
 	// Claim the message id before any work: the started record of this
 	// body, written only when the id has no record (SET NX GET). A
 	// record of another body refuses this message; a recorded reply of
@@ -273,7 +297,7 @@ func (in *Intake) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, st
 	// delivery still working, or one that died) lets the work run again
 	// (it is idempotent), and the first reply recorded is every
 	// delivery's reply.
-	prev, found, err := in.claimRecord(ctx, env.MessageID, bodyHash)
+	prev, found, err := in.claimRecord(ctx, key, bodyHash, del.present)
 	if err != nil {
 		return out, string(env.Type), err
 	}
@@ -281,22 +305,17 @@ func (in *Intake) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, st
 		return refuse(messages.InvalidOverrides, "message_id %s reused with another body", env.MessageID)
 	}
 	if found && prev.State != stateStarted {
-		in.report.Duplicate()
-		out.reply = prev.Reply
-		// With PYRULA_WAIT_REPLICAS, finish goes through the record again
-		// (it is there, so it keeps this reply) so that WAIT holds a
-		// duplicate's ack too: the first delivery may have failed in that
-		// WAIT. Without it there is nothing to write: reply and ack.
-		if in.cfg.WaitReplicas > 0 {
-			out.key, out.bodyHash = in.recordKey(env.MessageID), bodyHash
-		}
-		return out, string(env.Type), nil
+		return in.duplicate(out, prev.Reply, key, bodyHash), string(env.Type), nil
 	}
-	out.key, out.bodyHash = in.recordKey(env.MessageID), bodyHash
+	out.key, out.bodyHash = key, bodyHash
 	var result any
 	switch env.Type {
 	case messages.DeleteCaseBundle:
-		result, err = in.deleteCaseBundle(ctx, env.Body, claimed{key: out.key, bodyHash: bodyHash, bundlePresent: found && prev.BundlePresent})
+		if delErr != nil {
+			err = delErr
+			break
+		}
+		result, err = in.deleteCaseBundle(ctx, del, claimed{key: key, bodyHash: bodyHash, bundlePresent: !found || prev.BundlePresent})
 	case messages.SaveCase:
 		result, err = in.saveCase(ctx, env.Body)
 	case messages.StartRun:
@@ -374,23 +393,38 @@ func checkMessageID(id string) error {
 	return nil
 }
 
-// claimRecord writes the started record of bodyHash at messageID's idempotency
-// record unless there is one (SET NX GET), and returns the one there
-// (found) if any.
-func (in *Intake) claimRecord(ctx context.Context, messageID, bodyHash string) (record, bool, error) {
-	cmd := in.client.B().Set().Key(in.recordKey(messageID)).Value(startedRecord(bodyHash, false)).Nx().Get().Px(in.cfg.IdempotencyTTL).Build()
+// claimRecord writes the started record of bodyHash (noting the bundle of a
+// delete_case_bundle found when bundlePresent) at idempotency record key
+// unless there is one (SET NX GET), and returns the one there (found) if
+// any.
+func (in *Intake) claimRecord(ctx context.Context, key, bodyHash string, bundlePresent bool) (record, bool, error) {
+	cmd := in.client.B().Set().Key(key).Value(startedRecord(bodyHash, bundlePresent)).Nx().Get().Px(in.cfg.IdempotencyTTL).Build()
 	s, err := in.batch.Do(ctx, cmd).ToString()
 	if valkey.IsValkeyNil(err) {
 		return record{}, false, nil
 	}
 	if err != nil {
-		return record{}, false, fmt.Errorf("claim the idempotency record of %s: %w", messageID, err)
+		return record{}, false, fmt.Errorf("claim the idempotency record %s: %w", key, err)
 	}
 	var r record
 	if err := json.Unmarshal([]byte(s), &r); err != nil {
-		return record{}, false, fmt.Errorf("decode the idempotency record of %s: %w", messageID, err)
+		return record{}, false, fmt.Errorf("decode the idempotency record %s: %w", key, err)
 	}
 	return r, true, nil
+}
+
+// duplicate is out answered with reply, the recorded reply of its message
+// id (key) and body. With PYRULA_WAIT_REPLICAS, finish goes through the
+// record again (it is there, so it keeps this reply) so that WAIT holds a
+// duplicate's ack too: the first delivery may have failed in that WAIT.
+// Without it there is nothing to write: reply and ack.
+func (in *Intake) duplicate(out outcome, reply messages.Reply, key, bodyHash string) outcome {
+	in.report.Duplicate()
+	out.reply = reply
+	if in.cfg.WaitReplicas > 0 {
+		out.key, out.bodyHash = key, bodyHash
+	}
+	return out
 }
 
 // finish records the reply (when out.key is set; if another delivery
