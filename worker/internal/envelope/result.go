@@ -17,3 +17,60 @@ func EncodeResult(result any) ([]byte, error) {
 	}
 	return json.Marshal(result)
 }
+
+// EncodeReply is json.Marshal(r), without reflection when none of r's
+// strings needs escaping and its result is compact JSON without characters
+// that json.Marshal escapes: the replies the worker makes itself. Any
+// other reply goes through json.Marshal.
+func EncodeReply(r messages.Reply) ([]byte, error) {
+	if !plainString(r.MessageID) || !plainString(string(r.Type)) || !plainString(string(r.Status)) ||
+		!plainString(string(r.Code)) || !plainString(r.Message) || !plainString(r.EntryID) || !plainResult(r.Result) {
+		return json.Marshal(r)
+	}
+	b := make([]byte, 0, 64+len(r.MessageID)+len(r.Message)+len(r.EntryID)+len(r.Result))
+	b = append(b, `{"message_id":"`...)
+	b = append(b, r.MessageID...)
+	b = append(b, `","type":"`...)
+	b = append(b, r.Type...)
+	b = append(b, `","status":"`...)
+	b = append(b, r.Status...)
+	b = append(b, '"')
+	for _, m := range [...]struct{ name, value string }{{"code", string(r.Code)}, {"message", r.Message}, {"entry_id", r.EntryID}} {
+		if m.value != "" {
+			b = append(b, `,"`...)
+			b = append(b, m.name...)
+			b = append(b, `":"`...)
+			b = append(b, m.value...)
+			b = append(b, '"')
+		}
+	}
+	if len(r.Result) > 0 {
+		b = append(b, `,"result":`...)
+		b = append(b, r.Result...)
+	}
+	return append(b, '}'), nil
+}
+
+// plainString reports whether json.Marshal writes s as it is, between
+// quotes: printable ASCII without the quote, the backslash and the
+// characters it escapes for HTML.
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
+
+// plainResult reports whether json.Marshal writes raw, a json.RawMessage,
+// as it is: valid JSON of printable ASCII without whitespace between its
+// tokens (or anywhere) and without the characters it escapes for HTML.
+func plainResult(raw json.RawMessage) bool {
+	for _, c := range raw {
+		if c <= 0x20 || c > 0x7e || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return len(raw) == 0 || json.Valid(raw)
+}

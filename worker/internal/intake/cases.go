@@ -21,7 +21,6 @@ import (
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/store"
 	"github.com/pyrula/caseworker/version"
-	"github.com/pyrula/caseworker/worker/internal/envelope"
 	"github.com/pyrula/caseworker/worker/internal/runwire"
 )
 
@@ -231,62 +230,30 @@ func (in *Intake) findBundle(ctx context.Context, raw json.RawMessage) (deletion
 // (claimRecord), or notes it in the started record of another delivery,
 // before it deletes; so a delivery that finds nothing may be late (another
 // delivery of the message found the bundle and deleted it), and answers by
-// the record: one script (answerDelete) writes the reply deleted: false
+// the record: one write (answerDelete, then finish) records deleted: false
 // where there is no record or a started record of this body without the
 // note, deleted: true over a started record with the note, and otherwise
 // returns the reply recorded (a duplicate) or another body's record.
 
 // answerDelete answers a delete_case_bundle whose bundle is not in its
-// store: its record and reply in one write (setRecordLua with the noted
-// record as ARGV[4]), no claim and no work.
-func (in *Intake) answerDelete(ctx context.Context, out outcome, key, bodyHash string) (outcome, string, error) {
+// store, with no claim and no work: its outcome is deleted: false, or
+// deleted: true over the started record of its body noting the bundle
+// (alt), recorded by finish, whose write is the claim (unclaimed).
+func (in *Intake) answerDelete(out outcome, key, bodyHash string) (outcome, string, error) {
 	typ := string(messages.DeleteCaseBundle)
-	replies := [2]messages.Reply{}
-	records := [2]string{}
-	for i, deleted := range []bool{false, true} {
-		r := messages.Reply{MessageID: out.reply.MessageID, Type: messages.DeleteCaseBundle, Status: messages.StatusOK}
-		r.Result, _ = envelope.EncodeResult(messages.DeleteCaseBundleResult{Deleted: deleted})
-		raw, err := json.Marshal(r)
-		if err != nil {
-			return out, typ, fmt.Errorf("encode the reply: %w", err)
-		}
-		replies[i], records[i] = r, `{"body_hash":"`+bodyHash+`","reply":`+string(raw)+`}`
+	// The two replies differ only in their result, which ends them.
+	const absent, present = `{"deleted":false}`, `{"deleted":true}`
+	out.reply = messages.Reply{MessageID: out.reply.MessageID, Type: messages.DeleteCaseBundle, Status: messages.StatusOK, Result: json.RawMessage(absent)}
+	if err := out.encodeReply(); err != nil {
+		return out, typ, err
 	}
-	res := in.setRecord(func(cmd valkey.Completed) valkey.ValkeyResult { return in.batch.Do(ctx, cmd) },
-		key, bodyHash, records[0], startedRecord(bodyHash, true), records[1])
-	if n, err := res.AsInt64(); err == nil && n == 1 {
-		out.reply = replies[1]
-		return in.written(out, key, bodyHash), typ, nil
-	}
-	prev, err := res.ToString()
-	switch {
-	case valkey.IsValkeyNil(err):
-		out.reply = replies[0]
-		return in.written(out, key, bodyHash), typ, nil
-	case err != nil:
-		return out, typ, fmt.Errorf("write the idempotency record %s: %w", key, err)
-	}
-	var r record
-	if err := json.Unmarshal([]byte(prev), &r); err != nil {
-		return out, typ, fmt.Errorf("decode the idempotency record %s: %w", key, err)
-	}
-	if r.BodyHash != bodyHash || r.State == stateStarted {
-		// A started record of this body would have been written over.
-		out.reply.Status, out.reply.Code = messages.StatusRefused, messages.InvalidOverrides
-		out.reply.Message = fmt.Sprintf("message_id %s reused with another body", out.reply.MessageID)
-		return out, typ, nil
-	}
-	return in.duplicate(out, r.Reply, key, bodyHash), typ, nil
-}
-
-// written is out, whose reply answerDelete has just recorded: with
-// PYRULA_WAIT_REPLICAS finish goes through the record again (it keeps that
-// reply) and waits for the replicas; without, it replies and acks.
-func (in *Intake) written(out outcome, key, bodyHash string) outcome {
-	if in.cfg.WaitReplicas > 0 {
-		out.key, out.bodyHash = key, bodyHash
-	}
-	return out
+	alt := &altAnswer{over: startedRecord(bodyHash, true), reply: out.reply}
+	alt.reply.Result = json.RawMessage(present)
+	n := len(out.replyJSON) - len(absent+"}")
+	alt.replyJSON = append(out.replyJSON[:n:n], present+"}"...)
+	alt.record = recordOf(bodyHash, alt.replyJSON)
+	out.key, out.bodyHash, out.unclaimed, out.alt = key, bodyHash, true, alt
+	return out, typ, nil
 }
 
 // deleteCaseBundle handles a delete_case_bundle whose bundle del was in its
@@ -297,7 +264,7 @@ func (in *Intake) written(out outcome, key, bodyHash string) outcome {
 func (in *Intake) deleteCaseBundle(ctx context.Context, del deletion, cl claimed) (any, error) {
 	if !cl.bundlePresent {
 		do := func(cmd valkey.Completed) valkey.ValkeyResult { return in.batch.Do(ctx, cmd) }
-		err := in.setRecord(do, cl.key, cl.bodyHash, startedRecord(cl.bodyHash, true)).Error()
+		err := in.setRecord(do, cl.key, []string{startedPrefix(cl.bodyHash), startedRecord(cl.bodyHash, true), in.ttlArg()}).Error()
 		if err != nil && !valkey.IsValkeyNil(err) {
 			return nil, fmt.Errorf("note the bundle in the idempotency record: %w", err)
 		}

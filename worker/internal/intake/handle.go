@@ -41,6 +41,85 @@ type record struct {
 	Reply         messages.Reply `json:"reply"`
 }
 
+// decodeRecord decodes idempotency record s. An answered record as the
+// worker writes it (recordOf) is read without a JSON decoder, and its
+// reply's bytes are returned too, to be published as they are (replyJSON);
+// any other record is decoded by encoding/json (replyJSON nil).
+func decodeRecord(s string) (r record, replyJSON []byte, err error) {
+	if r, raw, ok := peekRecord(s); ok {
+		return r, []byte(raw), nil
+	}
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		return record{}, nil, err
+	}
+	return r, nil, nil
+}
+
+// peekRecord reads an answered record written by recordOf, whose reply was
+// encoded by envelope.EncodeReply or json.Marshal (members in the order of
+// messages.Reply, result last): {"body_hash":"<64 hex>","reply":{...}}.
+// It reports false for anything else, and for a reply whose strings hold
+// an escape.
+func peekRecord(s string) (r record, reply string, ok bool) {
+	const head, mid = `{"body_hash":"`, `","reply":`
+	n := len(head) + 64
+	if !strings.HasPrefix(s, head) || len(s) < n+len(mid)+3 || s[n:n+len(mid)] != mid || s[len(s)-1] != '}' {
+		return record{}, "", false
+	}
+	r.BodyHash, reply = s[len(head):n], s[n+len(mid):len(s)-1]
+	rest, ok := strings.CutPrefix(reply, "{")
+	for ok && rest != "}" {
+		var name, value string
+		if name, rest, ok = cutJSONString(rest); !ok || len(rest) == 0 || rest[0] != ':' {
+			return record{}, "", false
+		}
+		rest = rest[1:]
+		if name == "result" {
+			if len(rest) < 2 || rest[len(rest)-1] != '}' {
+				return record{}, "", false
+			}
+			r.Reply.Result = json.RawMessage(rest[:len(rest)-1])
+			break
+		}
+		if value, rest, ok = cutJSONString(rest); !ok {
+			return record{}, "", false
+		}
+		switch name {
+		case "message_id":
+			r.Reply.MessageID = value
+		case "type":
+			r.Reply.Type = messages.MessageType(value)
+		case "status":
+			r.Reply.Status = messages.ReplyStatus(value)
+		case "code":
+			r.Reply.Code = messages.Code(value)
+		case "message":
+			r.Reply.Message = value
+		case "entry_id":
+			r.Reply.EntryID = value
+		default:
+			return record{}, "", false
+		}
+		if rest, ok = strings.CutPrefix(rest, ","); !ok {
+			ok = rest == "}"
+		}
+	}
+	return r, reply, ok && r.Reply.Status != ""
+}
+
+// cutJSONString cuts the JSON string without escapes that s begins with,
+// returning its value and what follows it.
+func cutJSONString(s string) (value, rest string, ok bool) {
+	if len(s) == 0 || s[0] != '"' {
+		return "", "", false
+	}
+	end := strings.IndexByte(s[1:], '"') + 1
+	if end == 0 || strings.IndexByte(s[1:end], '\\') >= 0 {
+		return "", "", false
+	}
+	return s[1:end], s[end+1:], true
+}
+
 // stateStarted is record.State while a message's work runs.
 const stateStarted = "started"
 
@@ -83,17 +162,48 @@ var setRecordSHA = func() string {
 	return hex.EncodeToString(sum[:])
 }()
 
-// setRecord runs setRecordLua for key through do (EVALSHA, then EVAL when
-// the server does not have the script yet). alt, when given, is the pair
-// ARGV[4], ARGV[5].
-func (in *Intake) setRecord(do func(valkey.Completed) valkey.ValkeyResult, key, bodyHash, value string, alt ...string) valkey.ValkeyResult {
-	args := append([]string{startedPrefix(bodyHash), value, strconv.FormatInt(in.cfg.IdempotencyTTL.Milliseconds(), 10)}, alt...)
+// setRecord runs setRecordLua for key with args (ARGV) through do
+// (EVALSHA, then EVAL when the server does not have the script yet).
+func (in *Intake) setRecord(do func(valkey.Completed) valkey.ValkeyResult, key string, args []string) valkey.ValkeyResult {
 	res := do(in.client.B().Evalsha().Sha1(setRecordSHA).Numkeys(1).Key(key).Arg(args...).Build())
 	if ve, ok := valkey.IsValkeyErr(res.Error()); ok && ve.IsNoScript() {
 		res = do(in.client.B().Eval().Script(setRecordLua).Numkeys(1).Key(key).Arg(args...).Build())
 	}
 	return res
 }
+
+// ttlArg is PYRULA_IDEMPOTENCY_TTL in milliseconds, the records' PX.
+func (in *Intake) ttlArg() string { return strconv.FormatInt(in.cfg.IdempotencyTTL.Milliseconds(), 10) }
+
+// finishLua is finish in one script, for a single Valkey (every key on one
+// server) without PYRULA_WAIT_REPLICAS: the record as setRecordLua writes
+// it (ARGV[1..5], skipped when ARGV[1] is empty), then the reply ARGV[6]
+// (ARGV[7] when the record written is ARGV[5]) XADDed to KEYS[2] as field
+// ARGV[10], then the XACK of entry ARGV[9] of KEYS[3] for group ARGV[8].
+// It returns false, or 1 when it wrote ARGV[5] and replied ARGV[7]; a
+// record that setRecordLua would return is returned, and nothing is
+// written, replied or acked.
+const finishLua = `
+local reply, ret = ARGV[6], false
+if ARGV[1] ~= '' then
+  local cur = redis.call('GET', KEYS[1])
+  local value = ARGV[2]
+  if ARGV[4] ~= '' and cur == ARGV[4] then
+    value, reply, ret = ARGV[5], ARGV[7], 1
+  elseif cur and string.sub(cur, 1, string.len(ARGV[1])) ~= ARGV[1] then
+    return cur
+  end
+  redis.call('SET', KEYS[1], value, 'PX', ARGV[3])
+end
+redis.call('XADD', KEYS[2], '*', ARGV[10], reply)
+redis.call('XACK', KEYS[3], ARGV[8], ARGV[9])
+return ret
+`
+
+var finishSHA = func() string {
+	sum := sha1.Sum([]byte(finishLua))
+	return hex.EncodeToString(sum[:])
+}()
 
 // outcome is what handling one delivery decided.
 type outcome struct {
@@ -104,6 +214,49 @@ type outcome struct {
 	// replyJSON, when set, is reply encoded (by writeRecord, which needs
 	// it too), so that publish does not encode it again.
 	replyJSON []byte
+	// unclaimed says the message id was not claimed before the work
+	// (answerDelete): writing the record is the claim, so another body's
+	// record there refuses the message, and this body's recorded reply
+	// makes it a duplicate.
+	unclaimed bool
+	// alt, when set, is recorded and replied instead over a record that is
+	// exactly alt.over.
+	alt *altAnswer
+}
+
+// altAnswer is the other answer of an outcome: its record and its reply.
+type altAnswer struct {
+	over, record string
+	reply        messages.Reply
+	replyJSON    []byte
+}
+
+// recordOf is the answered record of body hash bodyHash and encoded reply:
+// the bytes json.Marshal(record{...}) gives (body_hash is hex).
+func recordOf(bodyHash string, reply []byte) string {
+	return `{"body_hash":"` + bodyHash + `","reply":` + string(reply) + `}`
+}
+
+// encodeReply sets out.replyJSON, when not set yet.
+func (out *outcome) encodeReply() error {
+	if out.replyJSON != nil {
+		return nil
+	}
+	raw, err := envelope.EncodeReply(out.reply)
+	if err != nil {
+		return fmt.Errorf("encode the reply: %w", err)
+	}
+	out.replyJSON = raw
+	return nil
+}
+
+// recordArgs are the arguments of setRecordLua for out (its alt included).
+func (in *Intake) recordArgs(out *outcome) []string {
+	args := []string{startedPrefix(out.bodyHash), recordOf(out.bodyHash, out.replyJSON), in.ttlArg()}
+	if out.alt != nil {
+		args = append(args, out.alt.over, out.alt.record)
+	}
+	return args
 }
 
 // writeRecord writes the idempotency record of out over the started record
@@ -118,41 +271,15 @@ type outcome struct {
 // them; on a Valkey Cluster only those of the record's node (docs/operate.md,
 // "Valkey Cluster"). Without WAIT the SET goes through the batcher.
 func (in *Intake) writeRecord(ctx context.Context, out *outcome) error {
-	reply, err := json.Marshal(out.reply)
-	if err != nil {
-		return fmt.Errorf("encode the reply: %w", err)
+	if err := out.encodeReply(); err != nil {
+		return err
 	}
-	out.replyJSON = reply
-	// The bytes json.Marshal(record{...}) gives (body_hash is hex), with
-	// the reply encoded once for the record and the reply stream.
-	rec := `{"body_hash":"` + out.bodyHash + `","reply":` + string(reply) + `}`
-	keep := func(res valkey.ValkeyResult) error {
-		prev, err := res.ToString()
-		if valkey.IsValkeyNil(err) {
-			return nil // written
-		}
-		if err != nil {
-			return fmt.Errorf("write the idempotency record: %w", err)
-		}
-		if strings.HasPrefix(prev, `{"state":"started"`) {
-			// Another body's started record (a dead letter of a message
-			// that never claimed its id): its holder records the reply.
-			return nil
-		}
-		var r record
-		if err := json.Unmarshal([]byte(prev), &r); err != nil {
-			return fmt.Errorf("decode the idempotency record of %s: %w", out.reply.MessageID, err)
-		}
-		if r.BodyHash == out.bodyHash {
-			out.reply, out.replyJSON = r.Reply, nil
-		}
-		return nil
-	}
+	args := in.recordArgs(out)
 	if in.cfg.WaitReplicas <= 0 {
-		return keep(in.setRecord(func(cmd valkey.Completed) valkey.ValkeyResult { return in.batch.Do(ctx, cmd) }, out.key, out.bodyHash, rec))
+		return in.keep(out, in.setRecord(func(cmd valkey.Completed) valkey.ValkeyResult { return in.batch.Do(ctx, cmd) }, out.key, args))
 	}
 	return in.client.Dedicated(func(c valkey.DedicatedClient) error {
-		if err := keep(in.setRecord(func(cmd valkey.Completed) valkey.ValkeyResult { return c.Do(ctx, cmd) }, out.key, out.bodyHash, rec)); err != nil {
+		if err := in.keep(out, in.setRecord(func(cmd valkey.Completed) valkey.ValkeyResult { return c.Do(ctx, cmd) }, out.key, args)); err != nil {
 			return err
 		}
 		// WAIT's timeout is in milliseconds, and 0 would block for ever.
@@ -166,6 +293,86 @@ func (in *Intake) writeRecord(ctx context.Context, out *outcome) error {
 		}
 		return nil
 	})
+}
+
+// keep takes what the recording script (setRecordLua or finishLua) gave
+// for out: 1, out.alt was recorded; nil, out's reply was; a record, nothing
+// was written, and out's reply becomes that record's when it is an
+// answered record of out's body (another delivery recorded first). Over
+// another body's record an unclaimed outcome is refused; a claimed one
+// keeps its reply (another body's started record: a dead letter of a
+// message that never claimed its id, whose holder records the reply).
+func (in *Intake) keep(out *outcome, res valkey.ValkeyResult) error {
+	if n, err := res.AsInt64(); err == nil && n == 1 && out.alt != nil {
+		out.reply, out.replyJSON = out.alt.reply, out.alt.replyJSON
+		return nil
+	}
+	prev, err := res.ToString()
+	if valkey.IsValkeyNil(err) {
+		return nil // written
+	}
+	if err != nil {
+		return fmt.Errorf("write the idempotency record: %w", err)
+	}
+	var r record
+	var replyJSON []byte
+	if !strings.HasPrefix(prev, `{"state":"started"`) {
+		if r, replyJSON, err = decodeRecord(prev); err != nil {
+			return fmt.Errorf("decode the idempotency record of %s: %w", out.reply.MessageID, err)
+		}
+	}
+	switch {
+	case r.BodyHash == out.bodyHash:
+		if out.unclaimed {
+			in.report.Duplicate()
+		}
+		out.reply, out.replyJSON = r.Reply, replyJSON
+	case out.unclaimed:
+		out.reply.Status, out.reply.Code, out.reply.Result = messages.StatusRefused, messages.InvalidOverrides, nil
+		out.reply.Message = fmt.Sprintf("message_id %s reused with another body", out.reply.MessageID)
+		out.replyJSON = nil
+	}
+	return nil
+}
+
+// finishInOne is finish as one script (finishLua), on a single Valkey
+// without PYRULA_WAIT_REPLICAS or traces. It reports whether the script
+// replied and acked; when it did not (a record was there, which keep has
+// taken into out), finish goes on step by step.
+func (in *Intake) finishInOne(ctx context.Context, entryID string, out *outcome) (bool, error) {
+	if err := out.encodeReply(); err != nil {
+		return false, err
+	}
+	key, args := out.key, make([]string, 0, 10)
+	if key != "" {
+		args = append(args, in.recordArgs(out)...)
+	} else {
+		key = in.recordKey(out.reply.MessageID) // a key of the namespace, not written
+		args = append(args, "", "", "")
+	}
+	altReply := ""
+	if out.alt == nil {
+		args = append(args, "", "")
+	} else {
+		altReply = string(out.alt.replyJSON)
+	}
+	args = append(args, string(out.replyJSON), altReply, in.cfg.ConsumerGroup, entryID, messages.ReplyField)
+	keys := []string{key, out.replyTo, in.cfg.CaseStream}
+	res := in.batch.Do(ctx, in.client.B().Evalsha().Sha1(finishSHA).Numkeys(3).Key(keys...).Arg(args...).Build())
+	if ve, ok := valkey.IsValkeyErr(res.Error()); ok && ve.IsNoScript() {
+		res = in.batch.Do(ctx, in.client.B().Eval().Script(finishLua).Numkeys(3).Key(keys...).Arg(args...).Build())
+	}
+	if _, err := res.ToString(); err == nil {
+		return false, in.keep(out, res) // a record there: nothing written
+	}
+	if err := res.Error(); err != nil && !valkey.IsValkeyNil(err) {
+		return false, fmt.Errorf("record, reply and ack: %w", err)
+	}
+	if n, err := res.AsInt64(); err == nil && n == 1 {
+		out.reply, out.replyJSON = out.alt.reply, out.alt.replyJSON
+	}
+	in.report.Healthy()
+	return true, nil
 }
 
 // recordKey is the key of a message id's idempotency record.
@@ -278,16 +485,18 @@ func (in *Intake) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, st
 	// A delete looks in its store before it claims the message id, so
 	// that its claim notes a bundle found and, when there is nothing to
 	// delete, the claim is the answer (deleteCaseBundle). A body it
-	// refuses is refused after the claim, as every other message's.
+	// refuses is refused after the claim, as every other message's; when
+	// the store fails, the claim still answers a duplicate with its
+	// recorded reply, and any other delivery fails with the store.
 	var del deletion
-	var delErr error
+	var delErr, storeErr error
 	if env.Type == messages.DeleteCaseBundle {
 		del, delErr = in.findBundle(ctx, env.Body)
 		if delErr != nil && messages.AsError(delErr) == nil {
-			return out, string(env.Type), delErr
+			storeErr = delErr
 		}
 		if delErr == nil && !del.present {
-			return in.answerDelete(ctx, out, key, bodyHash)
+			return in.answerDelete(out, key, bodyHash)
 		}
 	}
 	// Claim the message id before any work: the started record of this
@@ -297,7 +506,7 @@ func (in *Intake) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, st
 	// delivery still working, or one that died) lets the work run again
 	// (it is idempotent), and the first reply recorded is every
 	// delivery's reply.
-	prev, found, err := in.claimRecord(ctx, key, bodyHash, del.present)
+	prev, prevJSON, found, err := in.claimRecord(ctx, key, bodyHash, del.present)
 	if err != nil {
 		return out, string(env.Type), err
 	}
@@ -305,7 +514,10 @@ func (in *Intake) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, st
 		return refuse(messages.InvalidOverrides, "message_id %s reused with another body", env.MessageID)
 	}
 	if found && prev.State != stateStarted {
-		return in.duplicate(out, prev.Reply, key, bodyHash), string(env.Type), nil
+		return in.duplicate(out, prev.Reply, prevJSON, key, bodyHash), string(env.Type), nil
+	}
+	if storeErr != nil {
+		return out, string(env.Type), storeErr
 	}
 	out.key, out.bodyHash = key, bodyHash
 	var result any
@@ -396,31 +608,31 @@ func checkMessageID(id string) error {
 // claimRecord writes the started record of bodyHash (noting the bundle of a
 // delete_case_bundle found when bundlePresent) at idempotency record key
 // unless there is one (SET NX GET), and returns the one there (found) if
-// any.
-func (in *Intake) claimRecord(ctx context.Context, key, bodyHash string, bundlePresent bool) (record, bool, error) {
+// any, with its reply's bytes when decodeRecord gives them.
+func (in *Intake) claimRecord(ctx context.Context, key, bodyHash string, bundlePresent bool) (record, []byte, bool, error) {
 	cmd := in.client.B().Set().Key(key).Value(startedRecord(bodyHash, bundlePresent)).Nx().Get().Px(in.cfg.IdempotencyTTL).Build()
 	s, err := in.batch.Do(ctx, cmd).ToString()
 	if valkey.IsValkeyNil(err) {
-		return record{}, false, nil
+		return record{}, nil, false, nil
 	}
 	if err != nil {
-		return record{}, false, fmt.Errorf("claim the idempotency record %s: %w", key, err)
+		return record{}, nil, false, fmt.Errorf("claim the idempotency record %s: %w", key, err)
 	}
-	var r record
-	if err := json.Unmarshal([]byte(s), &r); err != nil {
-		return record{}, false, fmt.Errorf("decode the idempotency record %s: %w", key, err)
+	r, replyJSON, err := decodeRecord(s)
+	if err != nil {
+		return record{}, nil, false, fmt.Errorf("decode the idempotency record %s: %w", key, err)
 	}
-	return r, true, nil
+	return r, replyJSON, true, nil
 }
 
-// duplicate is out answered with reply, the recorded reply of its message
-// id (key) and body. With PYRULA_WAIT_REPLICAS, finish goes through the
+// duplicate is out answered with reply (encoded: replyJSON, when not nil),
+// the recorded reply of its message id (key) and body. With PYRULA_WAIT_REPLICAS, finish goes through the
 // record again (it is there, so it keeps this reply) so that WAIT holds a
 // duplicate's ack too: the first delivery may have failed in that WAIT.
 // Without it there is nothing to write: reply and ack.
-func (in *Intake) duplicate(out outcome, reply messages.Reply, key, bodyHash string) outcome {
+func (in *Intake) duplicate(out outcome, reply messages.Reply, replyJSON []byte, key, bodyHash string) outcome {
 	in.report.Duplicate()
-	out.reply = reply
+	out.reply, out.replyJSON = reply, replyJSON
 	if in.cfg.WaitReplicas > 0 {
 		out.key, out.bodyHash = key, bodyHash
 	}
@@ -430,16 +642,31 @@ func (in *Intake) duplicate(out outcome, reply messages.Reply, key, bodyHash str
 // finish records the reply (when out.key is set; if another delivery
 // recorded one first, its reply is used, so every reply of a message id is
 // identical), waits for replicas when configured, publishes the reply and
-// acks the entry. It runs to the end even when ctx is cancelled. The
-// record, the reply stream and the message stream are three keys of three
-// slots (on a Valkey Cluster, possibly three nodes), so these are three
-// commands, each sent after the previous one succeeded: a crash or a failure
-// between two leaves the entry pending, and its redelivery finds the
-// record and publishes the same reply (a reply stream may then hold it
-// twice; clients take the first of a message id).
+// acks the entry. It runs to the end even when ctx is cancelled. On a
+// single Valkey without PYRULA_WAIT_REPLICAS or traces the three are one
+// script (finishInOne): all happen, or none. Otherwise the record, the
+// reply stream and the message stream are three keys of three slots (on a
+// Valkey Cluster, possibly three nodes), the replicas are waited for after
+// each, or each step has its span: three commands, each sent after the
+// previous one succeeded. A crash or a failure between two leaves the
+// entry pending, and its redelivery finds the record and publishes the
+// same reply (a reply stream may then hold it twice; clients take the
+// first of a message id).
 func (in *Intake) finish(ctx context.Context, entryID string, out *outcome) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-	defer cancel()
+	ctx = context.WithoutCancel(ctx)
+	if in.oneWrite {
+		if done, err := in.finishInOne(ctx, entryID, out); done || err != nil {
+			return err
+		}
+		out.key = "" // a record was there, and out holds what to reply
+	}
+	if in.cfg.WaitReplicas > 0 {
+		// The writes that wait for replicas go on connections of their
+		// own; the batcher bounds its round trips itself (Config.Timeout).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, finishTimeout)
+		defer cancel()
+	}
 	if out.key != "" {
 		sctx, span := in.startStep(ctx, "record")
 		err := in.writeRecord(sctx, out)
@@ -463,7 +690,7 @@ func (in *Intake) publish(ctx context.Context, out *outcome) error {
 	raw := out.replyJSON
 	if raw == nil {
 		var err error
-		if raw, err = json.Marshal(out.reply); err != nil {
+		if raw, err = envelope.EncodeReply(out.reply); err != nil {
 			return fmt.Errorf("encode the reply: %w", err)
 		}
 	}

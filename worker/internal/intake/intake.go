@@ -145,6 +145,9 @@ type Intake struct {
 	// replicas waits for PYRULA_WAIT_REPLICAS replicas on the reply and a
 	// run's submission (none when 0).
 	replicas replicas.Waiter
+	// oneWrite: a message's record, reply and ack are one script (a single
+	// Valkey, no PYRULA_WAIT_REPLICAS, no traces; finish).
+	oneWrite bool
 }
 
 // New returns the intake with its consumer.
@@ -155,6 +158,7 @@ func New(cfg Config, deps Deps) (*Intake, error) {
 		runsStream: runwire.RunsStream(cfg.Namespace),
 		saves:      make(chan struct{}, max(cfg.SaveConcurrency, 1)),
 		replicas:   replicas.Waiter{Client: deps.Client, N: cfg.WaitReplicas, Timeout: cfg.WaitTimeout},
+		oneWrite:   deps.Client.Mode() != valkey.ClientModeCluster && cfg.WaitReplicas <= 0 && deps.Tracer == nil,
 	}
 	c, err := in.newConsumer()
 	if err != nil {
