@@ -187,6 +187,37 @@ type claimed struct {
 	bundlePresent bool
 }
 
+// peekDeleteBody reads a delete_case_bundle body that is a compact object
+// of its two members, strings without escapes ({"fixture_hash":"…"} as a
+// client's JSON encoder writes it) without a JSON decoder; it reports
+// false for any other body, which decodeBody decodes.
+func peekDeleteBody(raw json.RawMessage) (b messages.DeleteCaseBundleBody, ok bool) {
+	rest, ok := strings.CutPrefix(string(raw), "{")
+	for ok && rest != "}" {
+		var name, value string
+		if name, rest, ok = cutJSONString(rest); !ok || len(rest) == 0 || rest[0] != ':' {
+			return b, false
+		}
+		if value, rest, ok = cutJSONString(rest[1:]); !ok {
+			return b, false
+		}
+		switch name {
+		case "fixture_hash":
+			b.FixtureHash = value
+		case "fixture_store":
+			b.FixtureStore = value
+		default:
+			return b, false
+		}
+		if rest, ok = strings.CutPrefix(rest, ","); ok && rest == "}" {
+			return b, false // a trailing comma
+		} else if !ok {
+			ok = rest == "}"
+		}
+	}
+	return b, ok && b.FixtureHash != ""
+}
+
 // deletion is the bundle a delete_case_bundle names, looked up in its store
 // before the message id is claimed.
 type deletion struct {
@@ -198,9 +229,11 @@ type deletion struct {
 // findBundle decodes the body of a delete_case_bundle and looks its bundle
 // up in its store. A body it refuses is a messages error.
 func (in *Intake) findBundle(ctx context.Context, raw json.RawMessage) (deletion, error) {
-	var b messages.DeleteCaseBundleBody
-	if err := decodeBody(raw, &b); err != nil {
-		return deletion{}, err
+	b, ok := peekDeleteBody(raw)
+	if !ok {
+		if err := decodeBody(raw, &b); err != nil {
+			return deletion{}, err
+		}
 	}
 	if b.FixtureHash == "" {
 		return deletion{}, messages.Errorf(messages.InvalidOverrides, "fixture_hash is missing")

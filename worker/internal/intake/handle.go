@@ -107,17 +107,30 @@ func peekRecord(s string) (r record, reply string, ok bool) {
 	return r, reply, ok && r.Reply.Status != ""
 }
 
-// cutJSONString cuts the JSON string without escapes that s begins with,
-// returning its value and what follows it.
+// cutJSONString cuts the JSON string that s begins with, when it holds
+// neither escapes nor control characters and is valid UTF-8 (so that it
+// reads as encoding/json reads it), returning its value and what follows.
 func cutJSONString(s string) (value, rest string, ok bool) {
 	if len(s) == 0 || s[0] != '"' {
 		return "", "", false
 	}
 	end := strings.IndexByte(s[1:], '"') + 1
-	if end == 0 || strings.IndexByte(s[1:end], '\\') >= 0 {
+	if end == 0 {
 		return "", "", false
 	}
-	return s[1:end], s[end+1:], true
+	value = s[1:end]
+	ascii := true
+	for i := 0; i < len(value); i++ {
+		c := value[i]
+		if c < 0x20 || c == '\\' {
+			return "", "", false
+		}
+		ascii = ascii && c < utf8.RuneSelf
+	}
+	if !ascii && !utf8.ValidString(value) {
+		return "", "", false
+	}
+	return value, s[end+1:], true
 }
 
 // stateStarted is record.State while a message's work runs.

@@ -1,10 +1,12 @@
 package intake
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/pyrula/caseworker/canonjson"
+	"github.com/pyrula/caseworker/messages"
 )
 
 // FuzzMayHoldBadNumber: the quick scan that lets checkNumbers skip decoding
@@ -40,4 +42,24 @@ func TestMayHoldBadNumber(t *testing.T) {
 			t.Errorf("%s: %v, want %v", body, got, want)
 		}
 	}
+}
+
+// FuzzPeekDeleteBody: a delete_case_bundle body read without a decoder is
+// valid JSON and reads as encoding/json reads it.
+func FuzzPeekDeleteBody(f *testing.F) {
+	for _, s := range []string{`{"fixture_hash":"` + fuzzHash + `"}`, `{"fixture_hash":"a","fixture_store":"memory:"}`,
+		`{"fixture_hash":"a",}`, `{"fixture_hash":"a","fixture_hash":"b"}`, `{"FIXTURE_HASH":"a"}`, `{}`, `{"fixture_hash":"a\"b"}`,
+		`{"fixture_hash":"a"}x`, `{"fixture_hash":1}`, `{"fixture_hash":"é\"}`, "{\"fixture_hash\":\"\xff\"}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		got, ok := peekDeleteBody([]byte(body))
+		if !ok {
+			return
+		}
+		var want messages.DeleteCaseBundleBody
+		if err := json.Unmarshal([]byte(body), &want); err != nil || got != want {
+			t.Fatalf("%s: read %+v; encoding/json reads %+v (%v)", body, got, want, err)
+		}
+	})
 }
