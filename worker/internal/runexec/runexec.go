@@ -56,6 +56,9 @@ type Executor struct {
 	// process, so the lease cannot keep a second runs entry of the same
 	// run (a redelivered submission adds one) from executing it at once.
 	running consumer.Set
+	// executing holds the runs of running whose lease is held here, being
+	// executed (not only acquired or refused).
+	executing consumer.Set
 	// replicas waits for PYRULA_WAIT_REPLICAS replicas (none when 0).
 	replicas replicas.Waiter
 }
@@ -239,6 +242,14 @@ func acked(ok bool) consumer.Verdict {
 	return consumer.Retry(nil)
 }
 
+// runningPoll and runningWait: how often, and how long at most, Execute
+// waits for another runs entry of the same run that is taking (or being
+// refused) its lease here.
+const (
+	runningPoll = 5 * time.Millisecond
+	runningWait = 5 * time.Second
+)
+
 // Execute is the runs stream's consumer.Handler: it executes the run of
 // the runs entry d delivers under its lease, and acks the entry once the
 // run finished or was suspended. A run leased by another live worker, a
@@ -255,15 +266,34 @@ func (x *Executor) Execute(ctx context.Context, d consumer.Delivery) consumer.Ve
 		log.Warn("runs entry without a valid run id; acked")
 		return acked(x.ack(ctx, e.ID))
 	}
-	if !x.running.Add(runID) {
-		if x.isSuite(ctx, runID) {
-			log.Debug("the suite is executing here; its check after it suspends covers this entry: acked")
-			return acked(x.ack(ctx, e.ID))
+	for waited := time.Duration(0); !x.running.Add(runID); waited += runningPoll {
+		// Only a coordinator executing here under its lease checks the
+		// suite's children once more after it suspends. Another entry of
+		// the run that is only taking its lease here (or being refused
+		// it) covers nothing: wait for it to be done, then go on as if
+		// alone.
+		if x.executing.Has(runID) {
+			if x.isSuite(ctx, runID) {
+				log.Debug("the suite is executing here; its check after it suspends covers this entry: acked")
+				return acked(x.ack(ctx, e.ID))
+			}
+			log.Debug("the run is executing here under another runs entry; left pending")
+			return consumer.Retry(nil)
 		}
-		log.Debug("the run is executing here under another runs entry; left pending")
-		return consumer.Retry(nil)
+		if waited >= runningWait || !consumer.Sleep(ctx, runningPoll) {
+			log.Debug("another runs entry of the run is being taken here; left pending")
+			return consumer.Retry(nil)
+		}
 	}
-	defer x.running.Remove(runID)
+	// Removed once: after a suspended suite's removal below, another
+	// entry of the suite may be executing here.
+	removed := false
+	defer func() {
+		if !removed {
+			x.executing.Remove(runID)
+			x.running.Remove(runID)
+		}
+	}()
 	lease, err := x.journal.Acquire(ctx, journal.AcquireParams{RunID: runID, Owner: x.owner, TTL: x.cfg.RunLease})
 	switch {
 	case errors.Is(err, journal.ErrRunFinished):
@@ -312,6 +342,7 @@ func (x *Executor) Execute(ctx context.Context, d consumer.Delivery) consumer.Ve
 		log.Error("adopt the run's lease", zap.Error(err))
 		return consumer.Retry(nil)
 	}
+	x.executing.Add(runID)
 	x.report.RunStarted()
 	defer x.report.RunEnded()
 	runCtx, cancel := context.WithCancelCause(ctx)
@@ -334,7 +365,9 @@ func (x *Executor) Execute(ctx context.Context, d consumer.Delivery) consumer.Ve
 		if typ == messages.RunSuite && status == host.StatusSuspended {
 			// From now on a wake of the suite executes it, here too; then
 			// check its children once more (recheckSuite).
+			x.executing.Remove(runID)
 			x.running.Remove(runID)
+			removed = true
 			if err := x.recheckSuite(ctx, runID); err != nil {
 				log.Warn("check the suite's children once more; a child's entry wakes it", zap.Error(err))
 			}

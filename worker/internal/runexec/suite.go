@@ -459,20 +459,30 @@ func (x *Executor) wake(ctx context.Context, suiteID string) error {
 // have had its wake acked unexecuted (Execute), so when every child is done
 // now it wakes the suite again.
 func (x *Executor) recheckSuite(ctx context.Context, suiteID string) error {
+	all, err := x.allChildrenDone(ctx, suiteID)
+	if err != nil {
+		return err
+	}
+	if all {
+		return x.wake(ctx, suiteID)
+	}
+	return nil
+}
+
+// allChildrenDone reports whether every child of suite suiteID is noted
+// done.
+func (x *Executor) allChildrenDone(ctx context.Context, suiteID string) (bool, error) {
 	c := x.client
 	res := c.DoMulti(ctx, c.B().Scard().Key(x.suiteDoneKey(suiteID)).Build(), c.B().Hget().Key(x.suiteKey(suiteID)).Field("total").Build())
 	done, err := res[0].AsInt64()
 	if err != nil {
-		return fmt.Errorf("read suite %s's children done: %w", suiteID, err)
+		return false, fmt.Errorf("read suite %s's children done: %w", suiteID, err)
 	}
 	total, err := res[1].AsInt64()
 	if err != nil {
-		return fmt.Errorf("read suite %s's total: %w", suiteID, err)
+		return false, fmt.Errorf("read suite %s's total: %w", suiteID, err)
 	}
-	if total > 0 && done >= total {
-		return x.wake(ctx, suiteID)
-	}
-	return nil
+	return total > 0 && done >= total, nil
 }
 
 // suiteRefOf is the suite field of a run:submitted event, ok false when the
