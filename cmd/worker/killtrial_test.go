@@ -141,6 +141,10 @@ type killTrial struct {
 	// by kind, instead of failing the trial; anything else still fails it.
 	lossesAllowed bool
 	losses        map[string][]string
+	// lostRunReplies and lostSaveReplies count the lost replies of messages
+	// that submit runs and of save_case of a trial run: each may leave a
+	// run, or a bundle, that no reply names.
+	lostRunReplies, lostSaveReplies int
 }
 
 // Kinds of loss a failover without PYRULA_WAIT_REPLICAS may cause.
@@ -413,6 +417,12 @@ func (k *killTrial) dropMissingReplies(rs map[string][]string) {
 	for id, n := range k.sent {
 		if got := len(rs[id]); got < n {
 			k.lost(lossReply, fmt.Sprintf("%s (%s, %d of %d)", id, k.kinds[id], got, n))
+			switch k.kinds[id] {
+			case kindStart, kindCaseBundle, kindCaseJournal, kindSuite:
+				k.lostRunReplies++
+			case kindSaveRun:
+				k.lostSaveReplies++
+			}
 			if k.sent[id] = got; got == 0 {
 				delete(k.sent, id)
 			}
@@ -421,6 +431,9 @@ func (k *killTrial) dropMissingReplies(rs map[string][]string) {
 	for id, u := range k.reused {
 		if got := len(rs[id]); got < u.sends {
 			k.lost(lossReply, fmt.Sprintf("%s (reused by %s, %d of %d)", id, u.typ, got, u.sends))
+			if u.typ == "start_run" {
+				k.lostRunReplies++
+			}
 			delete(k.reused, id)
 		}
 	}
@@ -842,16 +855,10 @@ func (k *killTrial) check() {
 			t.Errorf("bundle %s is not in the store", h)
 		}
 	}
-	lostSaves := 0
-	for _, what := range k.losses[lossReply] {
-		if strings.Contains(what, "("+kindSaveRun+",") {
-			lostSaves++
-		}
-	}
 	for h := range stored {
 		switch {
 		case want[h]:
-		case k.deleted[h] == "" && len(k.losses[lossSavedReply]) < lostSaves:
+		case k.deleted[h] == "" && len(k.losses[lossSavedReply]) < k.lostSaveReplies:
 			k.lost(lossSavedReply, h)
 		default:
 			t.Errorf("bundle %s is in the store (deleted by %s)", h, k.deleted[h])
@@ -946,20 +953,11 @@ func (k *killTrial) dropLostRuns(runs []string) ([]string, map[string]bool) {
 	for _, id := range runs {
 		named[id] = true
 	}
-	lostRunReplies := 0
-	for _, what := range k.losses[lossReply] {
-		for _, kind := range []string{kindStart, kindCaseBundle, kindCaseJournal, kindSuite, "start_run", "run_case", "run_suite"} {
-			if strings.Contains(what, "("+kind+",") || strings.Contains(what, "(reused by "+kind+",") {
-				lostRunReplies++
-				break
-			}
-		}
-	}
 	for _, id := range runIDs(k.t, k.c, k.ns) {
 		if strings.Contains(id, "/") || named[id] || skip[id] {
 			continue
 		}
-		if len(k.losses[lossRunReply]) >= lostRunReplies {
+		if len(k.losses[lossRunReply]) >= k.lostRunReplies {
 			k.t.Errorf("run %s exists but no reply names it, and no reply of a message that submits runs was lost", id)
 			continue
 		}

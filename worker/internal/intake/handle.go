@@ -133,6 +133,10 @@ func cutJSONString(s string) (value, rest string, ok bool) {
 	return value, s[end+1:], true
 }
 
+// reusedIDFormat words the refusal of a message whose id has another body's
+// record.
+const reusedIDFormat = "message_id %s reused with another body"
+
 // stateStarted is record.State while a message's work runs.
 const stateStarted = "started"
 
@@ -342,7 +346,7 @@ func (in *Intake) keep(out *outcome, res valkey.ValkeyResult) error {
 		out.reply, out.replyJSON = r.Reply, replyJSON
 	case out.unclaimed:
 		out.reply.Status, out.reply.Code, out.reply.Result = messages.StatusRefused, messages.InvalidOverrides, nil
-		out.reply.Message = fmt.Sprintf("message_id %s reused with another body", out.reply.MessageID)
+		out.reply.Message = fmt.Sprintf(reusedIDFormat, out.reply.MessageID)
 		out.replyJSON = nil
 	}
 	return nil
@@ -375,14 +379,13 @@ func (in *Intake) finishInOne(ctx context.Context, entryID string, out *outcome)
 	if ve, ok := valkey.IsValkeyErr(res.Error()); ok && ve.IsNoScript() {
 		res = in.batch.Do(ctx, in.client.B().Eval().Script(finishLua).Numkeys(3).Key(keys...).Arg(args...).Build())
 	}
-	if _, err := res.ToString(); err == nil {
-		return false, in.keep(out, res) // a record there: nothing written
-	}
 	if err := res.Error(); err != nil && !valkey.IsValkeyNil(err) {
 		return false, fmt.Errorf("record, reply and ack: %w", err)
 	}
-	if n, err := res.AsInt64(); err == nil && n == 1 {
-		out.reply, out.replyJSON = out.alt.reply, out.alt.replyJSON
+	_, err := res.ToString()
+	isRecord := err == nil // a record there: nothing written, replied or acked
+	if err := in.keep(out, res); err != nil || isRecord {
+		return false, err
 	}
 	in.report.Healthy()
 	return true, nil
@@ -524,7 +527,7 @@ func (in *Intake) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, st
 		return out, string(env.Type), err
 	}
 	if found && prev.BodyHash != bodyHash {
-		return refuse(messages.InvalidOverrides, "message_id %s reused with another body", env.MessageID)
+		return refuse(messages.InvalidOverrides, reusedIDFormat, env.MessageID)
 	}
 	if found && prev.State != stateStarted {
 		return in.duplicate(out, prev.Reply, prevJSON, key, bodyHash), string(env.Type), nil
