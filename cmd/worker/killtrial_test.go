@@ -53,15 +53,19 @@ const (
 // TestKillTrial runs three worker processes on one namespace under a mixed
 // load (start_run with durable sleeps, save_case of finished runs, run_case
 // from bundles and from journals, run_suite of seed bundles under two arms,
-// delete_case_bundle, the same message sent
-// again later and two copies at the same moment, a message id reused with
-// another body) and SIGKILLs a random worker at random moments, restarting
-// it each time. Then: every message id answered, all replies of a message
-// id identical (a reused id: one reply executed, the other refused), one
+// run_case and run_suite of the paid agent with every model call live and
+// its write allowed, delete_case_bundle, the same message sent again later
+// and two copies at the same moment, a message id reused with another
+// body) and SIGKILLs a random worker at random moments, restarting it each
+// time. Then: every message id answered, all replies of a message id
+// identical (a reused id: one reply executed, the other refused), one
 // run:submitted and one terminal event per run, no call started or
 // completed twice, each write of the example targets done once per run
-// and its result the one the run used, every outcome the expected one (a
-// suite's: each child once, passed), nothing pending, no dead letters.
+// and its result the one the run used, every paid run within its bounds
+// (checkPaidRun: no model call whose answer was journaled sent again, the
+// outcome's cost at or above the server's bill), every outcome the
+// expected one (a suite's: each child once, passed), nothing pending, no
+// dead letters.
 //
 // Bounded by default (boundedKills kills); -kill-trials N runs a long
 // trial. With PYRULA_TEST_VALKEY_CLUSTER_URL set, the same trial also runs
@@ -145,6 +149,11 @@ type killTrial struct {
 	// that submit runs and of save_case of a trial run: each may leave a
 	// run, or a bundle, that no reply names.
 	lostRunReplies, lostSaveReplies int
+	// The paid part (killtrial_paid_test.go): the model server, the paid
+	// recording and its bundle, and what the checks found.
+	paid                                                                       *paidServer
+	paidSeedRun, paidHash                                                      string
+	paidRequests, paidAgain, paidWritesAgain, paidResumed, paidChildrenResumed int
 }
 
 // Kinds of loss a failover without PYRULA_WAIT_REPLICAS may cause.
@@ -155,6 +164,7 @@ const (
 	lossRunReply   = "a run whose reply was lost (no reply names it)"
 	lossSavedReply = "a bundle saved by a save_case whose reply was lost"
 	lossChildRun   = "a child run's end lost after its parent took its result"
+	lossPaidAgain  = "a paid run's journaled calls made again (its latest events lost)"
 )
 
 // lost counts a loss of kind, or fails the trial when losses are not
@@ -205,7 +215,9 @@ func newKillTrial(t *testing.T, url, what string, env ...string) *killTrial {
 		seenRun: map[string]bool{}, deleted: map[string]string{}, savedByTrial: map[string]string{},
 		lastReply: "0", start: time.Now(), loadBefore: loadAverage(),
 	}
-	k.env = append(k.env, "PYRULA_FIXTURE_STORE="+k.dir)
+	k.paid = newPaidServer(t)
+	k.env = append(k.env, "PYRULA_FIXTURE_STORE="+k.dir, "PYRULA_LLM_REF=openai", "OPENAI_API_KEY=sk-paid",
+		"OPENAI_BASE_URL="+k.paid.URL+"/v1", "PAIDTEST_WRITE_URL="+k.paid.URL+"/write")
 	k.env = append(k.env, env...)
 	if *killLogs != "" {
 		k.env = append(k.env, "PYRULA_LOG_LEVEL=debug")
@@ -216,6 +228,7 @@ func newKillTrial(t *testing.T, url, what string, env ...string) *killTrial {
 		k.workers[i] = k.startWorker(i, false)
 	}
 	k.seed(6)
+	k.seedPaid()
 	return k
 }
 
@@ -242,7 +255,7 @@ func (k *killTrial) startWorker(i int, renamed bool) *daemon {
 	if renamed {
 		name = fmt.Sprintf("w%d-%d", i, len(k.lives))
 	}
-	d := startReady(k.t, workerEnv(k.url, k.ns, name, k.env...)...)
+	d := startReadyOf(k.t, paidBin, workerEnv(k.url, k.ns, name, k.env...)...)
 	k.lives = append(k.lives, life{name: name, d: d})
 	return d
 }
@@ -551,6 +564,7 @@ func (k *killTrial) wave() {
 		k.suiteCases[m.MessageID] = len(hashes)
 		add(m, kindSuite)
 	}
+	k.paidWave(add)
 	if n := len(k.ids); n > len(msgs) {
 		id := k.ids[k.rng.IntN(n-len(msgs))] // sent in an earlier wave
 		msgs = append(msgs, k.note(k.msgs[id], k.kinds[id]))
@@ -691,7 +705,8 @@ func (k *killTrial) check() {
 	replies := replySet(rs).check(t, k.sent, false)
 	counts := map[string]int{}
 	caseRun := map[string]bool{}
-	suites := map[string]int{} // suite run → its cases
+	suites := map[string]int{}       // suite run → its cases
+	paidModel := map[string]string{} // paid case run → its model
 	for id, r := range replies {
 		kind := k.kinds[id]
 		counts[kind]++
@@ -708,7 +723,17 @@ func (k *killTrial) check() {
 		case kindCaseBundle, kindCaseJournal:
 			runs = append(runs, runResultID(r))
 			caseRun[runResultID(r)] = true
-		case kindSuite:
+		case kindPaidStart:
+			runs = append(runs, runResultID(r))
+		case kindPaidSave:
+			if fixtureHashOf(r) != k.paidHash {
+				t.Errorf("message %s: result %s, want the paid bundle %s", id, r.Result, k.paidHash)
+			}
+		case kindPaidCase:
+			runs = append(runs, runResultID(r))
+			caseRun[runResultID(r)] = true
+			paidModel[runResultID(r)] = paidCaseModel(id)
+		case kindSuite, kindPaidSuite:
 			var sr struct {
 				SuiteID string `json:"suite_id"`
 			}
@@ -723,6 +748,9 @@ func (k *killTrial) check() {
 					child := fmt.Sprintf("%s:%d:%d", sr.SuiteID, arm, c)
 					runs = append(runs, child)
 					caseRun[child] = true
+					if kind == kindPaidSuite {
+						paidModel[child] = paidSuiteModel(id, arm)
+					}
 				}
 			}
 		case kindSaveSeed:
@@ -774,6 +802,13 @@ func (k *killTrial) check() {
 		if term[0].Kind != "run:complete" {
 			t.Errorf("run %s: %s %s, want run:complete; its journal:\n%s", id, term[0].Kind, term[0].Code, j)
 			continue
+		}
+		if model, ok := paidModel[id]; ok {
+			k.checkPaidRun(id, model, j, epochs[id])
+			continue
+		}
+		if id == k.paidSeedRun {
+			continue // recorded live before the first kill
 		}
 		if caseRun[id] {
 			if n := j.count("case:outcome"); n != 1 {
@@ -845,6 +880,7 @@ func (k *killTrial) check() {
 	for _, s := range k.seeds {
 		want[s.hash] = true
 	}
+	want[k.paidHash] = true
 	for h := range k.savedByTrial {
 		if _, gone := k.deleted[h]; !gone {
 			want[h] = true
@@ -918,11 +954,22 @@ func (k *killTrial) check() {
 			renamed++
 		}
 	}
-	t.Logf("kill trial: %d kills (%d messages in flight in the killed workers), %d restarts (%d as a new consumer); %d messages sent (%d ids: %s; %d sent as two copies at once, %d of them answered by two workers; %d ids reused with another body)",
-		k.kills, k.killedInFlight, len(k.lives)-killTrialWorkers, renamed, sends, len(k.sent)+len(k.reused), strings.Join(kinds, ", "),
+	faults := "no worker killed"
+	if k.kills > 0 {
+		faults = fmt.Sprintf("%d kills (%d messages in flight in the killed workers), %d restarts (%d as a new consumer)",
+			k.kills, k.killedInFlight, len(k.lives)-killTrialWorkers, renamed)
+	}
+	t.Logf("kill trial: %s; %d messages sent (%d ids: %s; %d sent as two copies at once, %d of them answered by two workers; %d ids reused with another body)",
+		faults, sends, len(k.sent)+len(k.reused), strings.Join(kinds, ", "),
 		len(k.pairs), twoWorkers, len(k.reused))
-	t.Logf("kill trial: %d runs (%d start_run, %d case runs; %d journals with the child runs), %d resumed after a kill (%d of them approval_timed_out), %d message and %d runs entries reclaimed; 0 violations",
+	t.Logf("kill trial: %d runs (%d start_run, %d case runs; %d journals with the child runs), %d executed more than once (lease epoch above 1; %d of them approval_timed_out), %d message and %d runs entries reclaimed; 0 violations",
 		len(runs), len(runs)-len(caseRun), len(caseRun), len(journals), resumed, timedOut, reclaimed, runsReclaimed)
+	paidLost := ""
+	if n := len(k.losses[lossPaidAgain]); n > 0 {
+		paidLost = fmt.Sprintf(" but in the %d paid runs whose events a failover lost (below)", n)
+	}
+	t.Logf("kill trial: %d paid runs (case runs and suite children, every call live), %d of them executed more than once (%d suite children); %d model requests, %d of them a call in flight at a kill made again; %d writes run again; every outcome's cost at or above the server's bill%s",
+		len(paidModel), k.paidResumed, k.paidChildrenResumed, k.paidRequests, k.paidAgain, k.paidWritesAgain, paidLost)
 	if k.lossesAllowed {
 		kinds := slices.Sorted(maps.Keys(k.losses))
 		total := 0

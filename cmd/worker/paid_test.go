@@ -3,6 +3,8 @@ package main_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,35 +20,64 @@ import (
 
 // paidServer is a local OpenAI-compatible server that answers after a
 // delay, counts the requests and bills each at its model's price, and
-// counts the POSTs of the paid agent's write step.
+// counts the POSTs of the paid agent's write step; in all, and by model
+// (the kill trial gives each of its paid runs a model of its own).
 type paidServer struct {
 	*httptest.Server
 	mu       sync.Mutex
 	requests int
 	billed   float64
 	writes   int
+	byModel  map[string]*modelBill
 }
+
+// modelBill is what the paid server saw of one model: requests by their
+// last message, the bill, and the writes whose text names the model's
+// answer.
+type modelBill struct {
+	requests map[string]int
+	billed   float64
+	writes   int
+}
+
+// paidWritePrefix and paidWriteSuffix frame the model's name in the paid
+// agent's write: "answered: An answer from <model>."
+const paidWritePrefix, paidWriteSuffix = "answered: An answer from ", "."
 
 // paidPrice is the server's price of every model, per million tokens in and
 // out; each answer is 1,000 tokens in and 50 out.
 const paidPrice = 2.0
 
 func newPaidServer(t *testing.T) *paidServer {
-	s := &paidServer{}
+	s := &paidServer{byModel: map[string]*modelBill{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Model string `json:"model"`
-		}
-		json.NewDecoder(r.Body).Decode(&req)
+		body, _ := io.ReadAll(r.Body)
 		if r.URL.Path == "/write" {
 			s.mu.Lock()
 			s.writes++
+			if text := string(body); strings.HasPrefix(text, paidWritePrefix) {
+				s.model(strings.TrimSuffix(strings.TrimPrefix(text, paidWritePrefix), paidWriteSuffix)).writes++
+			}
 			s.mu.Unlock()
 			return
+		}
+		var req struct {
+			Model    string `json:"model"`
+			Messages []struct {
+				Content json.RawMessage `json:"content"`
+			} `json:"messages"`
+		}
+		json.Unmarshal(body, &req)
+		var last string
+		if n := len(req.Messages); n > 0 {
+			last = string(req.Messages[n-1].Content)
 		}
 		s.mu.Lock()
 		s.requests++
 		s.billed += 1050 * paidPrice / 1e6
+		m := s.model(req.Model)
+		m.requests[last]++
+		m.billed += 1050 * paidPrice / 1e6
 		s.mu.Unlock()
 		time.Sleep(40 * time.Millisecond) // a call in flight long enough to be cut
 		w.Header().Set("Content-Type", "application/json")
@@ -56,6 +87,24 @@ func newPaidServer(t *testing.T) *paidServer {
 	}))
 	t.Cleanup(s.Close)
 	return s
+}
+
+// model is model's bill, made on first use; s.mu is held.
+func (s *paidServer) model(name string) *modelBill {
+	m := s.byModel[name]
+	if m == nil {
+		m = &modelBill{requests: map[string]int{}}
+		s.byModel[name] = m
+	}
+	return m
+}
+
+// bill returns a copy of what the server saw of model.
+func (s *paidServer) bill(model string) modelBill {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.model(model)
+	return modelBill{requests: maps.Clone(m.requests), billed: m.billed, writes: m.writes}
 }
 
 // take returns the counts since the last take and resets them.
