@@ -142,7 +142,17 @@ func inFlight(j runJournal) map[string]bool {
 // the one call in flight at the kill; the write runs once, or twice only
 // when it was in flight at the kill; and the run's outcome costs no less than
 // what the server billed (a call lost in flight counts at its worst case).
-func TestNoPaidCallTwice(t *testing.T) {
+func TestNoPaidCallTwice(t *testing.T) { noPaidCallTwice(t, false) }
+
+// TestNoPaidCallTwiceInSuite is TestNoPaidCallTwice for the child of a
+// run_suite of the paid case under one arm with the same options: its
+// worker (the suite's coordinator's too) SIGKILLed once the child has
+// written its first k events, the suite resumed by a second worker and
+// ended with the child passed once.
+func TestNoPaidCallTwiceInSuite(t *testing.T) { noPaidCallTwice(t, true) }
+
+// noPaidCallTwice runs TestNoPaidCallTwice, on a suite's child when inSuite.
+func noPaidCallTwice(t *testing.T, inSuite bool) {
 	vurl := testenv.ValkeyURL(t)
 	srv := newPaidServer(t)
 	ns := testenv.UniqueName(t, "wpaid")
@@ -174,14 +184,18 @@ func TestNoPaidCallTwice(t *testing.T) {
 		t.Fatalf("the recording made %d model requests and %d writes, want 3 and 1", requests, writes)
 	}
 
-	body := map[string]any{"target_name": "paid", "source": map[string]any{"bundle": map[string]any{"fixture_hash": hash}},
-		"options": map[string]any{"model": "m2", "allow_write": []string{"step:notify"}, "live_budget": 10,
-			"prices": map[string]any{"m2": map[string]any{"input_per_mtok": paidPrice, "output_per_mtok": paidPrice}}}}
+	options := map[string]any{"model": "m2", "allow_write": []string{"step:notify"}, "live_budget": 10,
+		"prices": map[string]any{"m2": map[string]any{"input_per_mtok": paidPrice, "output_per_mtok": paidPrice}}}
+	typ, body := "run_case", map[string]any{"target_name": "paid", "source": map[string]any{"bundle": map[string]any{"fixture_hash": hash}}, "options": options}
+	if inSuite {
+		typ, body = "run_suite", map[string]any{"target_name": "paid", "cases": map[string]any{"bundles": []string{hash}},
+			"arms": []map[string]any{{"name": "m2", "options": options}}}
+	}
 	kills := 0
 	for k := 1; k < 100; k++ {
 		id := fmt.Sprintf("case-%d", k)
 		a := startReadyOf(t, paidBin, env(fmt.Sprintf("a%d", k))...)
-		sendAll(t, client, ns+":case-messages", []any{envelope{MessageID: id, Type: "run_case", Body: body}})
+		sendAll(t, client, ns+":case-messages", []any{envelope{MessageID: id, Type: typ, Body: body}})
 		// The reply to this message: a reclaimed earlier message may be
 		// replied to again (the same reply) before it.
 		var r reply
@@ -189,9 +203,17 @@ func TestNoPaidCallTwice(t *testing.T) {
 			got, last = readReplies(t, client, replies, last, 1, 30*time.Second)
 			r = got[0]
 		}
-		runID := runResultID(r)
-		if runID == "" {
-			t.Fatalf("run_case %s: %+v", id, r)
+		// The run watched: the case run, or the suite's one child.
+		runID, waitFor := runResultID(r), []string{runResultID(r)}
+		if inSuite {
+			var res struct {
+				SuiteID string `json:"suite_id"`
+			}
+			json.Unmarshal(r.Result, &res)
+			runID, waitFor = res.SuiteID+":0:0", []string{res.SuiteID, res.SuiteID + ":0:0"}
+		}
+		if r.Status != "ok" || runID == "" || runID == ":0:0" {
+			t.Fatalf("%s %s: %+v", typ, id, r)
 		}
 		events := ns + ":{" + runID + "}:events"
 		var atKill runJournal
@@ -206,17 +228,27 @@ func TestNoPaidCallTwice(t *testing.T) {
 			}
 			a.sigkill()
 			atKill = readJournal(t, client, ns, runID)
-			ended = len(atKill.terminal()) > 0
+			// Ended: the run watched and, in a suite, the suite too (a
+			// child may end before the kill and its suite not).
+			ended = true
+			for _, id := range waitFor {
+				ended = ended && len(readJournal(t, client, ns, id).terminal()) > 0
+			}
 			return true
 		})
 		if !ended {
 			kills++
 			b := startReadyOf(t, paidBin, env(fmt.Sprintf("b%d", k))...)
-			waitRunsFinished(t, client, ns, []string{runID}, 60*time.Second)
+			waitRunsFinished(t, client, ns, waitFor, 60*time.Second)
 			// The next trial's run goes to its own first worker alone.
 			b.sigkill()
 		}
-		waitRunsFinished(t, client, ns, []string{runID}, 60*time.Second)
+		waitRunsFinished(t, client, ns, waitFor, 60*time.Second)
+		if inSuite {
+			if o := suiteOutcome(t, client, ns, waitFor[0]); o.Total != 1 || o.ByStatus["pass"] != 1 {
+				t.Errorf("kill after %d events: suite %s ended %+v, want its one child passed", k, waitFor[0], o)
+			}
+		}
 		j := readJournal(t, client, ns, runID)
 		requests, writes, billed := srv.take()
 		answered := 0
