@@ -405,6 +405,13 @@ func (s *followSummary) event(w io.Writer, e journal.Event, raw []byte) error {
 		if o.Code != "" {
 			line += " " + string(o.Code)
 		}
+	case runevent.CaseCharge:
+		var c struct {
+			CostUSD float64 `json:"cost_usd"`
+		}
+		if json.Unmarshal(raw, &c) == nil {
+			line += fmt.Sprintf("  $%g counted: in flight when a worker died", c.CostUSD)
+		}
 	case runevent.CaseOutcome:
 		var o replay.Outcome
 		if err := json.Unmarshal(raw, &o); err != nil {

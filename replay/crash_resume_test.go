@@ -164,3 +164,110 @@ func checkJournal(t *testing.T, what string, events []host.Event, lastSeq int64)
 		t.Errorf("%s: the outcome says last_seq %d, the journal ends at %d", what, lastSeq, last)
 	}
 }
+
+// TestLostCallCountsAfterASecondCut: a case run cut off with a model call
+// in flight, resumed (the call made again) and cut off once more after
+// that call's answer reached the journal, then resumed again: its cost
+// still counts the request lost at the first cut at its worst case (the
+// resumption journals it as a case:charge), so it is at least the cost of
+// the run cut once there, and above the uninterrupted run's.
+func TestLostCallCountsAfterASecondCut(t *testing.T) {
+	agent := record(t, examples.SupportAgent, nil)
+	b := agent.bundleAt(agent.seqAfter(t, "model:0"))
+	opts := replay.Options{Model: "local-support-2", AllowWrite: []string{"tool:refund"},
+		Prices: replay.Prices{"local-support-2": {InputPerMTok: 1, OutputPerMTok: 2}}, MaxCostUSD: new(1.0)}
+	ref, refLog := runCase(t, b, opts)
+	n := len(refLog.Events("case"))
+	cuts := 0
+	for first := 1; first < n; first++ {
+		mem := host.NewMemLog()
+		p := replay.Params{Bundle: b, RunID: "case", Registry: newRegistry(t), Log: &crashingLog{MemLog: mem, runID: "case", after: first}, FixtureHash: "h", Options: opts}
+		if _, err := replay.Run(context.Background(), p); err == nil || !modelCallInFlight(mem.Events("case")) {
+			continue
+		}
+		// The run cut once here, for its cost.
+		once := host.NewMemLog()
+		for _, ev := range mem.Events("case") {
+			if _, err := once.Append(context.Background(), "case", host.Batch{Events: []host.Event{ev}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p1 := p
+		p1.Log, p1.Registry = once, newRegistry(t)
+		cutOnce, err := replay.Run(context.Background(), p1)
+		if err != nil {
+			t.Fatalf("cut after %d: resume: %v", first, err)
+		}
+		// The second cut: once the call made again is done.
+		open := inFlightCall(mem.Events("case"))
+		p.Log, p.Registry = &cutAfterDone{MemLog: mem, call: open}, newRegistry(t)
+		if _, err := replay.Run(context.Background(), p); err == nil || !callDone(mem.Events("case"), open) {
+			t.Fatalf("cut after %d with %s in flight, resumed: %v, want a cut once %s is done", first, open, err, open)
+		}
+		p.Log, p.Registry = mem, newRegistry(t)
+		got, err := replay.Run(context.Background(), p)
+		if err != nil {
+			t.Fatalf("cut after %d and after %s was done: resume: %v", first, open, err)
+		}
+		cuts++
+		if got.Outcome.CostUSD < cutOnce.Outcome.CostUSD || got.Outcome.CostUSD <= ref.Outcome.CostUSD {
+			t.Errorf("cut after %d with %s in flight, then after it was done: cost %v, cut once %v, uninterrupted %v",
+				first, open, got.Outcome.CostUSD, cutOnce.Outcome.CostUSD, ref.Outcome.CostUSD)
+		}
+		checkJournal(t, fmt.Sprintf("cut after %d, then after %s", first, open), mem.Events("case"), got.Outcome.LastSeq)
+	}
+	if cuts == 0 {
+		t.Fatal("no cut left a model call in flight that was then made again")
+	}
+}
+
+// cutAfterDone is a MemLog that fails every write once call's call:done
+// is in it.
+type cutAfterDone struct {
+	*host.MemLog
+	call string
+}
+
+func (l *cutAfterDone) Append(ctx context.Context, runID string, b host.Batch) (int64, error) {
+	if callDone(l.MemLog.Events(runID), l.call) {
+		return 0, errCrashed
+	}
+	return l.MemLog.Append(ctx, runID, b)
+}
+
+func (l *cutAfterDone) Finish(ctx context.Context, runID string, ev host.Event) (int64, error) {
+	if callDone(l.MemLog.Events(runID), l.call) {
+		return 0, errCrashed
+	}
+	return l.MemLog.Finish(ctx, runID, ev)
+}
+
+// inFlightCall is the id of the model call events started and did not
+// finish.
+func inFlightCall(events []host.Event) string {
+	open := ""
+	for _, ev := range events {
+		if ev.Call == nil || ev.Call.Kind != host.KindModel {
+			continue
+		}
+		switch ev.Kind {
+		case runevent.CallStart:
+			open = ev.Call.ID()
+		case runevent.CallDone:
+			if ev.Call.ID() == open {
+				open = ""
+			}
+		}
+	}
+	return open
+}
+
+// callDone says whether events hold call id's call:done.
+func callDone(events []host.Event, id string) bool {
+	for _, ev := range events {
+		if ev.Kind == runevent.CallDone && ev.Call != nil && ev.Call.ID() == id {
+			return true
+		}
+	}
+	return false
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/explain"
@@ -68,6 +70,14 @@ func (e *engine) resume(ctx context.Context) (resumed, error) {
 			}
 			o.Type = "outcome"
 			r.outcome = &o
+		case runevent.CaseCharge:
+			// A call in flight at an earlier worker's death, counted at
+			// its worst case by the resumption after it.
+			var usd float64
+			if err := json.Unmarshal(ev.Extra["cost_usd"], &usd); err != nil {
+				return r, fmt.Errorf("replay: run %s: its journaled case:charge: %w", e.p.RunID, err)
+			}
+			e.cost += usd
 		case runevent.CallStart:
 			if ev.Call == nil {
 				continue
@@ -87,21 +97,6 @@ func (e *engine) resume(ctx context.Context) (resumed, error) {
 			e.resumeCall(c, ev.Provenance, res)
 		}
 	}
-	// A model call started and not done was in flight when the run's last
-	// worker died: the provider may have billed it, and the call is sent
-	// again. It counts at its worst case, so that the run's cost is never
-	// below what the provider billed and a ceiling holds across the crash.
-	for k, st := range calls {
-		if done[k] || k.kind != host.KindModel {
-			continue
-		}
-		if price, ok := e.prices[modelOf(st.input)]; ok {
-			var req flow.ModelRequest
-			_ = json.Unmarshal(st.input, &req)
-			c := host.Call{Input: st.input, Model: &req}
-			e.cost += price.WorstCase(PromptBound(c.Input, c.Model), maxTokensOf(c))
-		}
-	}
 	// Call lines lost in a crash between a call:done and its case:call.
 	for _, line := range e.calls[min(r.callLines, len(e.calls)):] {
 		ev := callLineEvent(line, e.clock.Now().UTC())
@@ -112,7 +107,59 @@ func (e *engine) resume(ctx context.Context) (resumed, error) {
 		e.noteSeq(seq)
 		r.callLines++
 	}
+	// A model call started and not done was in flight when the run's last
+	// worker died: the provider may have billed it, and the call is sent
+	// again. It counts at its worst case, so that the run's cost is never
+	// below what the provider billed and a ceiling holds across the crash;
+	// and the charge is journaled before the call is made again, so that a
+	// resumption after another crash counts it too (the journal's call:done
+	// of the call made again says nothing of the request lost).
+	inFlight := make([]callKey, 0, 1)
+	for k := range calls {
+		if !done[k] && k.kind == host.KindModel {
+			inFlight = append(inFlight, k)
+		}
+	}
+	slices.SortFunc(inFlight, func(a, b callKey) int { return calls[a].pos - calls[b].pos })
+	for _, k := range inFlight {
+		st := calls[k]
+		price, ok := e.prices[modelOf(st.input)]
+		if !ok {
+			continue
+		}
+		var req flow.ModelRequest
+		_ = json.Unmarshal(st.input, &req)
+		c := host.Call{Input: st.input, Model: &req}
+		usd := price.WorstCase(PromptBound(c.Input, c.Model), maxTokensOf(c))
+		ev, err := chargeEvent(host.CallRef{Kind: k.kind, Key: k.key}, usd, e.clock.Now().UTC())
+		if err != nil {
+			return r, fmt.Errorf("replay: run %s: %w", e.p.RunID, err)
+		}
+		seq, err := e.p.Log.Append(ctx, e.p.RunID, host.Batch{Target: e.p.Target, Events: []host.Event{ev}})
+		if err != nil {
+			return r, fmt.Errorf("replay: run %s: write case:charge: %w", e.p.RunID, err)
+		}
+		e.noteSeq(seq)
+		e.cost += usd
+	}
 	return r, nil
+}
+
+// chargeEvent is the case:charge event of call, in flight at a crash,
+// counted at usd.
+func chargeEvent(call host.CallRef, usd float64, at time.Time) (host.Event, error) {
+	callJSON, err := json.Marshal(struct {
+		Kind host.CallKind `json:"kind"`
+		Key  string        `json:"key"`
+	}{call.Kind, call.Key})
+	if err != nil {
+		return host.Event{}, fmt.Errorf("case:charge of %s: %w", call.ID(), err)
+	}
+	usdJSON, err := json.Marshal(usd)
+	if err != nil {
+		return host.Event{}, fmt.Errorf("case:charge of %s: %w", call.ID(), err)
+	}
+	return host.Event{Kind: runevent.CaseCharge, At: at, Extra: map[string]json.RawMessage{"call": callJSON, "cost_usd": usdJSON}}, nil
 }
 
 // resumeCall accounts for one call the journal finished before the engine

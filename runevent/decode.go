@@ -270,7 +270,7 @@ func knownKind(s []byte) Kind {
 }
 
 // kinds are Kinds(), most frequent first.
-var kinds = []Kind{CallStart, CallDone, CaseCall, RunStart, RunSubmitted, CaseOutcome, RunComplete, RunError, RunCancelled, SuitePlan, SuiteProgress, SuiteOutcome}
+var kinds = []Kind{CallStart, CallDone, CaseCall, RunStart, RunSubmitted, CaseOutcome, RunComplete, RunError, RunCancelled, SuitePlan, SuiteProgress, SuiteOutcome, CaseCharge}
 
 // knownEffect is Effect(s), sharing the string of one of the three.
 func knownEffect(s []byte) Effect {

@@ -21,7 +21,7 @@ type Kind string
 
 // The event kinds. The runtime writes run:start, call:start, call:done and
 // the terminal kinds; the journal writes run:submitted when it creates a
-// run; a case run adds case:call and case:outcome; a suite writes
+// run; a case run adds case:call, case:charge and case:outcome; a suite writes
 // suite:plan, suite:progress and suite:outcome.
 const (
 	// RunSubmitted is the first event of every run (run_seq 1), written when
@@ -41,6 +41,12 @@ const (
 	CaseCall Kind = "case:call"
 	// CaseOutcome is a case run's "outcome" line.
 	CaseOutcome Kind = "case:outcome"
+	// CaseCharge is what a resumed case run counts for a live model call
+	// that was in flight when its last worker died (the provider may have
+	// billed it, and the call is made again): the call's worst case, kept
+	// in the journal so that every later resumption counts it too. Fields:
+	// call (kind and key) and cost_usd.
+	CaseCharge Kind = "case:charge"
 	// SuitePlan is a suite's selection, written once before its children
 	// are submitted. Fields: total, cases, arms, children.
 	SuitePlan Kind = "suite:plan"
@@ -61,7 +67,7 @@ const (
 
 // Kinds returns every kind above, in the order a run writes them.
 func Kinds() []Kind {
-	return []Kind{RunSubmitted, RunStart, CallStart, CallDone, CaseCall, CaseOutcome, SuitePlan, SuiteProgress, SuiteOutcome, RunComplete, RunError, RunCancelled}
+	return []Kind{RunSubmitted, RunStart, CallStart, CallDone, CaseCall, CaseCharge, CaseOutcome, SuitePlan, SuiteProgress, SuiteOutcome, RunComplete, RunError, RunCancelled}
 }
 
 // Terminal reports whether k ends a run: run:complete, run:error or

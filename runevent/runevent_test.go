@@ -11,7 +11,7 @@ import (
 // TestKinds pins the spelling of every kind: it is on the wire, in every
 // journal and every bundle's history.
 func TestKinds(t *testing.T) {
-	want := []string{"run:submitted", "run:start", "call:start", "call:done", "case:call", "case:outcome", "suite:plan", "suite:progress", "suite:outcome", "run:complete", "run:error", "run:cancelled"}
+	want := []string{"run:submitted", "run:start", "call:start", "call:done", "case:call", "case:charge", "case:outcome", "suite:plan", "suite:progress", "suite:outcome", "run:complete", "run:error", "run:cancelled"}
 	var got []string
 	for _, k := range runevent.Kinds() {
 		got = append(got, string(k))
