@@ -150,8 +150,9 @@ type engine struct {
 	// case:outcome), which are made without holding mu; it guards event,
 	// line and callLineErr. Taken while holding mu, never the other way.
 	appendMu     sync.Mutex
-	event        [1]host.Event // the batch of a case:call append
-	consumed     []bool        // by position in p.Bundle.Results
+	event        [1]host.Event  // the batch of a case:call append
+	refs         []host.CallRef // the chunk the case:call events' refs come from (under appendMu)
+	consumed     []bool         // by position in p.Bundle.Results
 	prefixDone   int
 	started      int // calls the ladder let run live against the budget
 	liveCalls    int // of those, the ones that finished (have a call line)

@@ -26,7 +26,7 @@ func TestCallLineEventBytes(t *testing.T) {
 		{Type: "call", Seq: 4, Kind: "step", Key: "s:4", Effect: "read", Fingerprint: "ff"},
 	}
 	for _, l := range lines {
-		ev := callLineEvent(l, at)
+		ev := callLineEvent(l, at, new(host.CallRef))
 		if typed := l.Provenance != "" && l.Result == nil; typed != (ev.Extra == nil) {
 			t.Errorf("%+v: typed form taken = %v, want %v", l, ev.Extra == nil, typed)
 		}

@@ -116,7 +116,13 @@ func (e *engine) appendLine(ctx context.Context, line CallLine, deferrable bool)
 	deferrable = deferrable && e.lineWritten
 	e.lineWritten = true
 	// e.event is reused (under appendMu): a Log does not keep a Batch's slice.
-	e.event[0] = callLineEvent(line, e.clock.Now().UTC())
+	// The event may outlive the append (a deferrable batch): its call's
+	// ref comes from a chunk of 64, one allocation for many lines.
+	if len(e.refs) == cap(e.refs) {
+		e.refs = make([]host.CallRef, 0, 64)
+	}
+	e.refs = e.refs[:len(e.refs)+1]
+	e.event[0] = callLineEvent(line, e.clock.Now().UTC(), &e.refs[len(e.refs)-1])
 	if seq, err := e.p.Log.Append(e.lineContext(ctx, time.Now()), e.p.RunID, host.Batch{Target: e.p.Target, Events: e.event[:], Deferrable: deferrable}); err != nil && e.callLineErr == nil {
 		e.callLineErr = err
 	} else if err == nil {
@@ -202,13 +208,13 @@ func lineExtra(v any, call bool) map[string]json.RawMessage {
 // provenance and seq in the event's typed fields (no map, no JSON built
 // per call), or, for a line with values or a change (or without a provenance), every
 // field through lineExtra. Both give the same bytes for the same line
-// (TestCallLineEventBytes).
-func callLineEvent(line CallLine, at time.Time) host.Event {
+// (TestCallLineEventBytes). The event's call is ref, set here.
+func callLineEvent(line CallLine, at time.Time, ref *host.CallRef) host.Event {
 	if len(line.Result) > 0 || len(line.Error) > 0 || line.Provenance == "" || line.Change != nil {
 		return host.Event{Kind: runevent.CaseCall, At: at, Extra: lineExtra(line, true)}
 	}
-	return host.Event{Kind: runevent.CaseCall, At: at, CallSeq: int64(line.Seq), Provenance: line.Provenance,
-		Call: &host.CallRef{Kind: host.CallKind(line.Kind), Key: line.Key, Fingerprint: line.Fingerprint, Effect: flow.Effect(line.Effect)}}
+	*ref = host.CallRef{Kind: host.CallKind(line.Kind), Key: line.Key, Fingerprint: line.Fingerprint, Effect: flow.Effect(line.Effect)}
+	return host.Event{Kind: runevent.CaseCall, At: at, CallSeq: int64(line.Seq), Provenance: line.Provenance, Call: ref}
 }
 
 // outcomeLocked builds the outcome line from the terminal event (or, for a

@@ -99,7 +99,7 @@ func (e *engine) resume(ctx context.Context) (resumed, error) {
 	}
 	// Call lines lost in a crash between a call:done and its case:call.
 	for _, line := range e.calls[min(r.callLines, len(e.calls)):] {
-		ev := callLineEvent(line, e.clock.Now().UTC())
+		ev := callLineEvent(line, e.clock.Now().UTC(), new(host.CallRef))
 		seq, err := e.p.Log.Append(ctx, e.p.RunID, host.Batch{Target: e.p.Target, Events: []host.Event{ev}})
 		if err != nil {
 			return r, fmt.Errorf("replay: run %s: write case:call: %w", e.p.RunID, err)

@@ -16,14 +16,15 @@ import (
 	"github.com/pyrula/caseworker/messages"
 )
 
-// decodeInto returns a decoder that sets *dst from a result's JSON.
+// decodeInto returns a decoder that sets *dst from a result's JSON, in
+// place (no copy of T on the heap); *dst is left zero when it fails.
 func decodeInto[T any](dst *T) func(json.RawMessage) error {
 	return func(raw json.RawMessage) error {
-		v, err := unmarshalResult[T](raw)
-		if err != nil {
+		if err := unmarshalInto(raw, dst); err != nil {
+			var zero T
+			*dst = zero
 			return err
 		}
-		*dst = v
 		return nil
 	}
 }
@@ -36,19 +37,35 @@ func keyIndex(key string) int {
 	return n
 }
 
-// StepOption configures a step call.
-type StepOption func(*stepOptions)
+// StepOption configures a step call: a value, not a function, so that
+// applying options allocates nothing.
+type StepOption struct{ o stepOptions }
 
 type stepOptions struct {
 	effect   Effect
 	volatile []string // a StepDef's volatile fields; nil when it declares none
 }
 
+// applyStepOptions returns the options opts set, a later one over an
+// earlier one.
+func applyStepOptions(opts []StepOption) stepOptions {
+	var o stepOptions
+	for _, opt := range opts {
+		if opt.o.effect != "" {
+			o.effect = opt.o.effect
+		}
+		if opt.o.volatile != nil {
+			o.volatile = opt.o.volatile
+		}
+	}
+	return o
+}
+
 // WithEffect declares the step's effect at the call. A step that declares
 // none takes the effect its target declared in Steps, else Write; declaring
 // one that differs from the target's declaration stops the run with
 // runtime_error.
-func WithEffect(e Effect) StepOption { return func(o *stepOptions) { o.effect = e } }
+func WithEffect(e Effect) StepOption { return StepOption{stepOptions{effect: e}} }
 
 // Step runs fn(ctx, input) as the step name, key "<name>:<n>" for the n-th
 // (0-based) call of that name in the run. Its fingerprint is that of input
@@ -66,10 +83,7 @@ func Step[I, O any](ctx context.Context, name string, input I, fn func(ctx conte
 	if err := checkStepName(name); err != nil {
 		return out, r.stopf(messages.RuntimeError, "%v", err)
 	}
-	var o stepOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := applyStepOptions(opts)
 	effect := Write
 	declared, isDeclared := r.t.stepEffects[name]
 	switch {
@@ -91,7 +105,7 @@ func Step[I, O any](ctx context.Context, name string, input I, fn func(ctx conte
 		return out, r.stopf(messages.RuntimeError, "step %s: volatile fields %v at the call, but %s declared %v",
 			name, o.volatile, r.t.info.Name, rules.Spec().Fields)
 	}
-	token := "step:" + name // also the call counter's name
+	token := r.t.stepToken(name) // also the call counter's name
 	s := callSpec{kind: KindStep, counter: token, prefix: name + ":", name: name,
 		effect: effect, input: input, token: token, rules: rules}
 	err = r.call(ctx, s, func(ctx context.Context, _ Call, _ time.Time) (any, error) {
@@ -138,7 +152,7 @@ func (s StepDef[I, O]) Call(ctx context.Context, input I) (O, error) {
 // withVolatile passes a StepDef's volatile fields to Step, which checks
 // them against the target's declaration.
 func withVolatile(paths []string) StepOption {
-	return func(o *stepOptions) { o.volatile = paths }
+	return StepOption{stepOptions{volatile: paths}}
 }
 
 // Name returns the step's name.

@@ -132,6 +132,17 @@ type target struct {
 	declared    map[string][]string // declared child targets, signal names and gather ids by kind
 	decode      func(json.RawMessage) (any, error)
 	run         func(ctx context.Context, in any) (any, error)
+	stepTokens  sync.Map // step name → "step:<name>", made once per name
+}
+
+// stepToken is "step:" + name, the token (and call counter's name) of the
+// step's calls, made once per name instead of once per call.
+func (t *target) stepToken(name string) string {
+	if tok, ok := t.stepTokens.Load(name); ok {
+		return tok.(string)
+	}
+	tok, _ := t.stepTokens.LoadOrStore(name, "step:"+name)
+	return tok.(string)
 }
 
 // RegisterWorkflow adds a workflow to r. Errors: ErrDuplicateTarget,

@@ -215,11 +215,22 @@ type run struct {
 	seen        map[string]bool
 	lastSeq     int64
 	events      [2]Event         // the batch of a call's append (no allocation per call)
+	refs        []CallRef        // the chunk newRefLocked takes the calls' refs from
 	records     [1]bundle.Result // see events
 	stop        *StopError       // the run stopped with a reason code
 	suspendedAt string           // the call the run waits on
 	abandoned   error            // the run's context ended
 	fatal       error            // the Log failed
+}
+
+// newRefLocked returns a copy of ref that outlives the call (its events
+// point to it), taken from a chunk of 64 so that a call allocates none.
+func (r *run) newRefLocked(ref CallRef) *CallRef {
+	if len(r.refs) == cap(r.refs) {
+		r.refs = make([]CallRef, 0, 64)
+	}
+	r.refs = append(r.refs, ref)
+	return &r.refs[len(r.refs)-1]
 }
 
 type runKey struct{}
@@ -560,7 +571,8 @@ func (r *run) newCallLocked(s callSpec, canon json.RawMessage, fp string, ferr e
 	if key == "" {
 		n := r.counters[s.counter]
 		r.counters[s.counter] = n + 1
-		key = s.prefix + strconv.Itoa(n)
+		var b [48]byte // one allocation for the key, not two
+		key = string(strconv.AppendInt(append(b[:0], s.prefix...), int64(n), 10))
 	}
 	c := Call{
 		CallRef: CallRef{Kind: s.kind, Key: key, Fingerprint: fp, Effect: s.effect},
@@ -673,8 +685,7 @@ func (r *run) startCallLocked(ctx context.Context, c Call, s callSpec, res Resol
 			st.wakeAt = r.now().Add(s.wait)
 		}
 	}
-	st.ref = &CallRef{}
-	*st.ref = c.CallRef
+	st.ref = r.newRefLocked(c.CallRef)
 	if inflight != nil {
 		return st, nil
 	}

@@ -19,14 +19,23 @@ import (
 // the three to the same values.
 func unmarshalResult[T any](raw []byte) (T, error) {
 	var v T
-	if resultjson.Decode(raw, &v) {
-		return v, nil
+	err := unmarshalInto(raw, &v)
+	return v, err
+}
+
+// unmarshalInto is unmarshalResult into *dst, which it sets to the zero
+// value before each of the three tries; after a failure *dst holds what
+// encoding/json left.
+func unmarshalInto[T any](raw []byte, dst *T) error {
+	var zero T
+	*dst = zero
+	if resultjson.Decode(raw, dst) {
+		return nil
 	}
-	var emulated T
-	if jsonv1.Unmarshal(raw, &emulated) == nil {
-		return emulated, nil
+	*dst = zero
+	if jsonv1.Unmarshal(raw, dst) == nil {
+		return nil
 	}
-	var ref T
-	err := json.Unmarshal(raw, &ref)
-	return ref, err
+	*dst = zero
+	return json.Unmarshal(raw, dst)
 }
