@@ -164,12 +164,16 @@ func decodeTrusted(src []byte, b *Bundle, history, results int) error {
 	i += len(res)
 	b.Results = make([]Result, 0, results)
 	text, base := string(src[i:]), i
-	str := func(v []byte, at int, dst *string) error {
+	// str returns the string v (at at), a substring of text when it has
+	// no escape. It returns the string, not writes through a pointer, so
+	// that the Result being read stays on the stack.
+	str := func(v []byte, at int) (string, error) {
 		if len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 {
-			*dst = text[at-base+1 : at-base+len(v)-1]
-			return nil
+			return text[at-base+1 : at-base+len(v)-1], nil
 		}
-		return decodeString(v, dst)
+		var s string
+		err := decodeString(v, &s)
+		return s, err
 	}
 	for i < len(src) && src[i] != ']' {
 		if len(b.Results) > 0 {
@@ -198,11 +202,11 @@ func decodeTrusted(src []byte, b *Bundle, history, results int) error {
 			var err error
 			switch string(name) {
 			case `"key"`:
-				err = str(v, i, &r.Key)
+				r.Key, err = str(v, i)
 			case `"kind"`:
-				err = str(v, i, &r.Kind)
+				r.Kind, err = str(v, i)
 			case `"fingerprint"`:
-				err = str(v, i, &r.Fingerprint)
+				r.Fingerprint, err = str(v, i)
 			case `"input"`:
 				r.Input = json.RawMessage(v)
 			case `"start_seq"`:

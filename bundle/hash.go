@@ -22,7 +22,11 @@ func ParseHash(s string) (Hash, error) {
 }
 
 // ValidHash reports whether s is 64 lowercase hex characters.
-func ValidHash(s string) bool {
+func ValidHash(s string) bool { return validHash(s) }
+
+// validHash is ValidHash of a string or of bytes (no conversion, which
+// would allocate).
+func validHash[T string | []byte](s T) bool {
 	if len(s) != sha256.Size*2 {
 		return false
 	}

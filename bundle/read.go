@@ -672,7 +672,7 @@ func (v *resultVisitor) member(name, value []byte) error {
 			*v.keys = append(*v.keys, key...)
 		}
 	case "fingerprint":
-		v.f.fingerprintOK = len(value) == 66 && value[0] == '"' && ValidHash(string(value[1:65]))
+		v.f.fingerprintOK = len(value) == 66 && value[0] == '"' && validHash(value[1:65])
 	case "result":
 		v.f.hasResult = true
 	case "error":
