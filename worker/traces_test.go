@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +13,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/pyrula/caseworker/flow/examples"
+	"github.com/pyrula/caseworker/internal/testenv"
 	"github.com/pyrula/caseworker/internal/testwait"
+	"github.com/pyrula/caseworker/journal"
 	"github.com/pyrula/caseworker/store"
 	"github.com/pyrula/caseworker/store/memstore"
 	"github.com/pyrula/caseworker/worker"
@@ -96,5 +100,45 @@ func TestDeadLetterTraced(t *testing.T) {
 	}
 	if deliveries != failed() || deliveries < 3 {
 		t.Errorf("%d reply spans for %d failed deliveries", deliveries, failed())
+	}
+}
+
+// TestUnrunnableRunTraced: a run whose run:submitted event has no readable
+// message_type is dead-lettered at once, and its execution is traced: a
+// span "run" with the run's id, failed, marked dead-lettered, naming the
+// field.
+func TestUnrunnableRunTraced(t *testing.T) {
+	t.Parallel()
+	st := memstore.New(memstore.Options{})
+	e := setup(t, st, nil)
+	rec := e.withTraces(st)
+	ctx := context.Background()
+	runID := testenv.UniqueName(t, "run")
+	if _, err := e.journalOf().Create(ctx, journal.CreateParams{RunID: runID, TargetName: examples.Checkout,
+		CodeVersion: examples.CodeVersion, Fields: map[string]json.RawMessage{"message_id": json.RawMessage(`"u1"`)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.client.Do(ctx, e.client.B().Xadd().Key(e.cfg.Namespace+":runs").Id("*").FieldValue().FieldValue("run_id", runID).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRun(runID, 20*time.Second)
+	var runs []sdktrace.ReadOnlySpan
+	testwait.Eventually(t, 10*time.Second, "the run's span", func() bool {
+		runs = runs[:0]
+		for _, s := range rec.Ended() {
+			if strings.HasPrefix(s.Name(), "run") {
+				runs = append(runs, s)
+			}
+		}
+		return len(runs) > 0
+	})
+	s := runs[0]
+	attrs := map[string]string{}
+	for _, a := range s.Attributes() {
+		attrs[string(a.Key)] = a.Value.Emit()
+	}
+	if len(runs) != 1 || s.Name() != "run" || s.Status().Code != codes.Error || !strings.Contains(s.Status().Description, "dead-lettered") ||
+		!strings.Contains(s.Status().Description, "has no message_type") || attrs["pyrula.run_id"] != runID || attrs["pyrula.dead_lettered"] != "true" {
+		t.Fatalf("%d run spans, the first %q: status %v, attributes %v", len(runs), s.Name(), s.Status(), attrs)
 	}
 }

@@ -559,13 +559,13 @@ func (x *Executor) run(ctx context.Context, runID string, log *zap.Logger) (_ ho
 	if err != nil {
 		return "", "", fmt.Errorf("read run %s: %w", runID, err)
 	}
-	typ, err := runType(sub)
-	if err != nil {
-		return "", "", err
-	}
+	typ, terr := runType(sub)
 	var out host.Outcome
 	ctx, span := x.startRunSpan(ctx, sub, meta, typ)
 	defer func() { endRunSpan(span, out, err) }()
+	if terr != nil {
+		return "", "", terr // dead-lettered, and traced as such
+	}
 	switch typ {
 	case messages.RunCase:
 		out, err = x.runCase(ctx, meta, sub, log)

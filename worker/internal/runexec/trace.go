@@ -2,6 +2,7 @@ package runexec
 
 import (
 	"context"
+	"errors"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -28,20 +29,29 @@ func (x *Executor) startRunSpan(ctx context.Context, sub journal.Event, meta jou
 	if ref, ok := suiteRefOf(sub); ok {
 		attrs = append(attrs, attribute.String("pyrula.suite_id", ref.SuiteID), attribute.Int("pyrula.suite_index", ref.Index))
 	}
-	return x.deps.Tracer.Start(ctx, "run "+string(typ), trace.WithAttributes(attrs...))
+	name := "run"
+	if typ != "" {
+		name += " " + string(typ) // "run": a run whose type cannot be read
+	}
+	return x.deps.Tracer.Start(ctx, name, trace.WithAttributes(attrs...))
 }
 
 // endRunSpan ends a run's span (nil: tracing is off) with how this
-// execution ended: the run's status and code, or the transient error that
-// leaves its entry pending.
+// execution ended: the run's status and code; a run that cannot be
+// executed (dead-lettered at once); or the failure that leaves its entry
+// pending, to be retried (and dead-lettered past PYRULA_MAX_DELIVERIES).
 func endRunSpan(span trace.Span, out host.Outcome, err error) {
 	if span == nil {
 		return
 	}
 	switch {
+	case errors.Is(err, errUnrunnable):
+		span.RecordError(err)
+		span.SetAttributes(attribute.Bool("pyrula.dead_lettered", true))
+		span.SetStatus(codes.Error, "the run cannot be executed; dead-lettered: "+err.Error())
 	case err != nil:
 		span.RecordError(err)
-		span.SetStatus(codes.Error, "transient failure; the run's entry stays pending: "+err.Error())
+		span.SetStatus(codes.Error, "failed; the run's entry stays pending, retried (dead-lettered past PYRULA_MAX_DELIVERIES): "+err.Error())
 	default:
 		span.SetAttributes(attribute.String("pyrula.status", string(out.Status)), attribute.Int64("pyrula.last_seq", out.LastSeq))
 		if out.Code != "" {
