@@ -39,6 +39,7 @@ type Log struct {
 	owner       string
 	leaseTTL    time.Duration
 	afterFinish func(ctx context.Context, runID string) error
+	beforeAct   func(ctx context.Context, runID string, seq int64) error
 
 	mu     sync.Mutex
 	leases map[string]journal.Lease
@@ -82,6 +83,12 @@ type Options struct {
 	// run's end is on them before the run's result is used (a parent
 	// taking its child's result).
 	AfterFinish func(ctx context.Context, runID string) error
+	// BeforeAct, when set, is called after each append of a batch the run
+	// acts on (host.Batch.Acts: a live model call's or write's call:start)
+	// with the run_seq it got, before Append returns; its error fails the
+	// Append, and the call is not made. A worker waiting for replicas makes
+	// sure there that the run, and the call's start, are on them.
+	BeforeAct func(ctx context.Context, runID string, seq int64) error
 }
 
 // New returns a Log that writes to j.
@@ -89,7 +96,7 @@ func New(j journal.Journal, opts Options) (*Log, error) {
 	if opts.Owner == "" {
 		return nil, errors.New("journallog: an owner is required")
 	}
-	return &Log{j: j, owner: opts.Owner, leaseTTL: opts.LeaseTTL, afterFinish: opts.AfterFinish,
+	return &Log{j: j, owner: opts.Owner, leaseTTL: opts.LeaseTTL, afterFinish: opts.AfterFinish, beforeAct: opts.BeforeAct,
 		leases: map[string]journal.Lease{}, held: map[string]*heldBatches{}}, nil
 }
 
@@ -147,6 +154,11 @@ func (l *Log) Append(ctx context.Context, runID string, b host.Batch) (int64, er
 		return 0, fmt.Errorf("journallog: append %s: %w", runID, translate(err))
 	}
 	h.lastSeq, h.known = seq, true
+	if b.Acts && l.beforeAct != nil {
+		if err := l.beforeAct(ctx, runID, seq); err != nil {
+			return 0, fmt.Errorf("journallog: append %s: the run acts on it: %w", runID, err)
+		}
+	}
 	return seq, nil
 }
 

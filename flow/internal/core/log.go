@@ -70,6 +70,13 @@ type Batch struct {
 	// per many calls; a crash loses only such batches, and the journal is
 	// always a prefix of the run. A Log may as well write it at once.
 	Deferrable bool
+	// Acts says the run acts on the batch outside the journal as soon as
+	// Append returns: it is the call:start of a live model call or of a
+	// live write, which is made next. A Log whose writes a failover can
+	// lose (a worker waiting for replicas) makes the batch, and everything
+	// before it, durable before it returns, so that the paid or written call
+	// is never made by a run the journal then forgets.
+	Acts bool
 }
 
 // MemLog is an in-memory Log for tests and embedded use. Load returns

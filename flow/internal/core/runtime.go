@@ -693,7 +693,8 @@ func (r *run) startCallLocked(ctx context.Context, c Call, s callSpec, res Resol
 	r.events[0] = Event{Kind: runevent.CallStart, At: st.startAt, Call: st.ref, Input: c.Input, WakeAt: st.wakeAt, Tool: s.tool}
 	st.nEvents = 1
 	if res.Action == ActLive {
-		err := r.appendLocked(ctx, ctx, Batch{Events: r.events[:1]})
+		acts := c.Kind == KindModel || c.Effect == Write
+		err := r.appendLocked(ctx, ctx, Batch{Events: r.events[:1], Acts: acts})
 		r.events[0], st.nEvents = Event{}, 0
 		if err != nil {
 			return st, err

@@ -157,7 +157,12 @@ func New(cfg Config, deps Deps) (*Executor, error) {
 	l, err := journallog.New(deps.Journal, journallog.Options{Owner: owner, LeaseTTL: cfg.RunLease,
 		// A run's end (a child's, before its parent takes its result) on
 		// the replicas, with PYRULA_WAIT_REPLICAS.
-		AfterFinish: func(ctx context.Context, runID string) error { return x.confirmEnded(ctx, runID) }})
+		AfterFinish: func(ctx context.Context, runID string) error { return x.confirmEnded(ctx, runID) },
+		// A live model call's or write's start on the replicas before the
+		// call is made, with PYRULA_WAIT_REPLICAS: a failover cannot then
+		// erase a run that paid or wrote (its message, not yet acked,
+		// would submit a new run that pays again).
+		BeforeAct: func(ctx context.Context, runID string, seq int64) error { return x.confirmStarted(ctx, runID, seq) }})
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
@@ -413,6 +418,20 @@ func (x *Executor) confirmEnded(ctx context.Context, runID string) error {
 		func(r valkey.ValkeyResult) bool {
 			s, err := r.ToString()
 			return err == nil && s != "" && s != string(journal.StatusRunning)
+		},
+		runwire.ReplicatedKey(x.cfg.Namespace, runID))
+}
+
+// confirmStarted makes sure, with PYRULA_WAIT_REPLICAS, that run runID's
+// journal up to run_seq seq (a live call's call:start) is on the replicas
+// of its node, and with it the run's creation and every earlier write of
+// its slot.
+func (x *Executor) confirmStarted(ctx context.Context, runID string, seq int64) error {
+	meta, _, _ := valkeyjournal.Keys(x.cfg.Namespace, runID)
+	return x.replicas.Confirm(ctx, x.client.B().Hget().Key(meta).Field("last_seq").Build(),
+		func(r valkey.ValkeyResult) bool {
+			n, err := r.AsInt64()
+			return err == nil && n >= seq
 		},
 		runwire.ReplicatedKey(x.cfg.Namespace, runID))
 }
