@@ -968,7 +968,7 @@ func (k *killTrial) check() {
 	if n := len(k.losses[lossPaidAgain]); n > 0 {
 		paidLost = fmt.Sprintf(" but in the %d paid runs whose events a failover lost (below)", n)
 	}
-	t.Logf("kill trial: %d paid runs (case runs and suite children, every call live), %d of them executed more than once (%d suite children); %d model requests, %d of them a call in flight at a kill made again; %d writes run again; every outcome's cost at or above the server's bill%s",
+	t.Logf("kill trial: %d paid runs (case runs and suite children, every call live), %d of them executed more than once (%d suite children); %d model requests, %d of them a call made again (in flight when an execution was cut); %d writes run again; every outcome's cost at or above the server's bill%s",
 		len(paidModel), k.paidResumed, k.paidChildrenResumed, k.paidRequests, k.paidAgain, k.paidWritesAgain, paidLost)
 	if k.lossesAllowed {
 		kinds := slices.Sorted(maps.Keys(k.losses))
