@@ -135,7 +135,7 @@ func TestUnrunnableRunTraced(t *testing.T) {
 	s := runs[0]
 	attrs := map[string]string{}
 	for _, a := range s.Attributes() {
-		attrs[string(a.Key)] = a.Value.Emit()
+		attrs[string(a.Key)] = a.Value.String()
 	}
 	if len(runs) != 1 || s.Name() != "run" || s.Status().Code != codes.Error || !strings.Contains(s.Status().Description, "dead-lettered") ||
 		!strings.Contains(s.Status().Description, "has no message_type") || attrs["pyrula.run_id"] != runID || attrs["pyrula.dead_lettered"] != "true" {
