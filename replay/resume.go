@@ -135,7 +135,9 @@ func (e *engine) resume(ctx context.Context) (resumed, error) {
 		if err != nil {
 			return r, fmt.Errorf("replay: run %s: %w", e.p.RunID, err)
 		}
-		seq, err := e.p.Log.Append(ctx, e.p.RunID, host.Batch{Target: e.p.Target, Events: []host.Event{ev}})
+		// Acts: the call is made again next, so a Log that can lose writes
+		// makes the charge durable first.
+		seq, err := e.p.Log.Append(ctx, e.p.RunID, host.Batch{Target: e.p.Target, Events: []host.Event{ev}, Acts: true})
 		if err != nil {
 			return r, fmt.Errorf("replay: run %s: write case:charge: %w", e.p.RunID, err)
 		}

@@ -72,7 +72,8 @@ type Batch struct {
 	Deferrable bool
 	// Acts says the run acts on the batch outside the journal as soon as
 	// Append returns: it is the call:start of a live model call or of a
-	// live write, which is made next. A Log whose writes a failover can
+	// live write, which is made next (or a case run's case:charge of a
+	// model call it makes again). A Log whose writes a failover can
 	// lose (a worker waiting for replicas) makes the batch, and everything
 	// before it, durable before it returns, so that the paid or written call
 	// is never made by a run the journal then forgets.
