@@ -101,10 +101,13 @@ func New(j journal.Journal, opts Options) (*Log, error) {
 }
 
 // Load implements host.Log: the run's events and results, live or archived;
-// an empty Recorded for a run the journal does not know.
+// an empty Recorded for a run the journal does not know. A lease this Log
+// holds on such a run is forgotten (the run was lost, a failover rolled
+// its creation back), so that its next Append creates it again.
 func (l *Log) Load(ctx context.Context, runID string) (host.Recorded, error) {
 	r, err := l.j.Run(ctx, runID)
 	if errors.Is(err, journal.ErrRunNotFound) {
+		l.forget(runID)
 		return host.Recorded{}, nil
 	}
 	if err != nil {
@@ -150,6 +153,9 @@ func (l *Log) Append(ctx context.Context, runID string, b host.Batch) (int64, er
 		if l.held[runID] == h {
 			delete(l.held, runID)
 		}
+		if errors.Is(err, journal.ErrRunNotFound) {
+			delete(l.leases, runID) // lost: the next Append creates it again
+		}
 		l.mu.Unlock()
 		return 0, fmt.Errorf("journallog: append %s: %w", runID, translate(err))
 	}
@@ -160,6 +166,15 @@ func (l *Log) Append(ctx context.Context, runID string, b host.Batch) (int64, er
 		}
 	}
 	return seq, nil
+}
+
+// forget drops what the Log keeps of run runID: its lease and held
+// batches.
+func (l *Log) forget(runID string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.leases, runID)
+	delete(l.held, runID)
 }
 
 // heldFor is runID's held batches, made on first use.

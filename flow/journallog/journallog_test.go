@@ -2,6 +2,7 @@ package journallog_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -291,4 +292,55 @@ func TestAdoptAndRenew(t *testing.T) {
 	if held, err := log.Renew(ctx, "run_sub"); held || err != nil {
 		t.Fatalf("renew after finish: %v %v", held, err)
 	}
+}
+
+// TestLostRunCreatedAgain: a run this Log created (and holds the lease of)
+// is lost from Valkey, as a failover that rolls its creation back loses
+// it. Loading it finds nothing, and the next append creates it again
+// instead of failing for ever on the lease the Log kept; an append that
+// finds it lost fails once, and the one after creates it again.
+func TestLostRunCreatedAgain(t *testing.T) {
+	ctx := context.Background()
+	client, err := valkey.NewClient(valkey.MustParseURL(testenv.ValkeyURL(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	ns := testenv.UniqueName(t, "lost")
+	j, err := valkeyjournal.New(client, valkeyjournal.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := journallog.New(j, journallog.Options{Owner: "w", LeaseTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const runID = "run_lost"
+	start := host.Batch{Target: "checkout", Events: []host.Event{{Kind: runevent.RunStart, Inputs: json.RawMessage(`{}`), CodeVersion: "v1"}}}
+	lose := func() {
+		meta, events, results := valkeyjournal.Keys(ns, runID)
+		if err := client.Do(ctx, client.B().Del().Key(meta, events, results).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appended := func(what string) {
+		t.Helper()
+		if _, err := log.Append(ctx, runID, start); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if r, err := j.Run(ctx, runID); err != nil || len(r.Events) < 2 {
+			t.Fatalf("%s: the run in the journal: %v, %+v", what, err, r)
+		}
+	}
+	appended("the first append")
+	lose()
+	if rec, err := log.Load(ctx, runID); err != nil || len(rec.Events) != 0 {
+		t.Fatalf("load of the lost run: %v, %d events", err, len(rec.Events))
+	}
+	appended("the append after the load")
+	lose()
+	if _, err := log.Append(ctx, runID, start); err == nil {
+		t.Fatal("an append to the lost run under the kept lease succeeded")
+	}
+	appended("the append after the failed one")
 }
