@@ -184,8 +184,7 @@ func noPaidCallTwice(t *testing.T, inSuite bool) {
 		t.Fatalf("the recording made %d model requests and %d writes, want 3 and 1", requests, writes)
 	}
 
-	options := map[string]any{"model": "m2", "allow_write": []string{"step:notify"}, "live_budget": 10,
-		"prices": map[string]any{"m2": map[string]any{"input_per_mtok": paidPrice, "output_per_mtok": paidPrice}}}
+	options := paidOptions("m2")
 	typ, body := "run_case", map[string]any{"target_name": "paid", "source": map[string]any{"bundle": map[string]any{"fixture_hash": hash}}, "options": options}
 	if inSuite {
 		typ, body = "run_suite", map[string]any{"target_name": "paid", "cases": map[string]any{"bundles": []string{hash}},

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/valkey-io/valkey-go"
-
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/examples"
@@ -156,12 +154,8 @@ func TestUnknownRunLoadsEmpty(t *testing.T) {
 // lapses (as a worker reclaims a run whose worker died).
 func TestResumeOnValkey(t *testing.T) {
 	ctx := context.Background()
-	client, err := valkey.NewClient(valkey.MustParseURL(testenv.ValkeyURL(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	j, err := valkeyjournal.New(client, valkeyjournal.Options{Namespace: testenv.UniqueName(t, "resume")})
+	ns := testenv.UniqueName(t, "resume")
+	j, err := valkeyjournal.New(testenv.ValkeyClientAt(t, testenv.ValkeyURL(t), ns), valkeyjournal.Options{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,12 +295,8 @@ func TestAdoptAndRenew(t *testing.T) {
 // finds it lost fails once, and the one after creates it again.
 func TestLostRunCreatedAgain(t *testing.T) {
 	ctx := context.Background()
-	client, err := valkey.NewClient(valkey.MustParseURL(testenv.ValkeyURL(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
 	ns := testenv.UniqueName(t, "lost")
+	client := testenv.ValkeyClientAt(t, testenv.ValkeyURL(t), ns)
 	j, err := valkeyjournal.New(client, valkeyjournal.Options{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
