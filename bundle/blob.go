@@ -45,8 +45,14 @@ var (
 // WriteBlob writes the zstd blob of the canonical bytes to w: one frame
 // whose header carries the content size.
 func (c *Canonical) WriteBlob(w io.Writer) error {
+	if c.blobAside {
+		<-c.hashed
+		if c.asideErr != nil {
+			return c.asideErr
+		}
+	}
 	if c.blob != nil {
-		_, err := w.Write(c.blob)
+		_, err := c.blob.WriteTo(w)
 		return err
 	}
 	if c.size <= smallBlob {
@@ -75,8 +81,8 @@ func (c *Canonical) WriteBlob(w io.Writer) error {
 // Blob returns a reader of the zstd blob, compressed as it is read. Closing
 // it early stops the compression.
 func (c *Canonical) Blob() io.ReadCloser {
-	if c.blob != nil {
-		return io.NopCloser(bytes.NewReader(c.blob))
+	if !c.blobAside && c.blob != nil {
+		return io.NopCloser(c.blob.reader())
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(c.WriteBlob(pw)) }()
@@ -258,4 +264,48 @@ func Verify(blob io.Reader, want Hash) error {
 	defer r.Close()
 	_, err := io.Copy(io.Discard, r)
 	return err
+}
+
+// pieces is a blob held in pieces of up to blobPiece bytes: it grows
+// without copying what it holds (a bytes.Buffer doubles, and holds up to
+// three times the blob at once while it grows).
+type pieces [][]byte
+
+// blobPiece is the size of a pieces' piece.
+const blobPiece = 1 << 20
+
+// Write appends p.
+func (b *pieces) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		if k := len(*b); k == 0 || len((*b)[k-1]) == cap((*b)[k-1]) {
+			*b = append(*b, make([]byte, 0, blobPiece))
+		}
+		last := &(*b)[len(*b)-1]
+		m := copy((*last)[len(*last):cap(*last)], p)
+		*last, p = (*last)[:len(*last)+m], p[m:]
+	}
+	return n, nil
+}
+
+// WriteTo writes the pieces to w in order.
+func (b pieces) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	for _, p := range b {
+		m, err := w.Write(p)
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// reader reads the pieces in order.
+func (b pieces) reader() io.Reader {
+	rs := make([]io.Reader, len(b))
+	for i, p := range b {
+		rs[i] = bytes.NewReader(p)
+	}
+	return io.MultiReader(rs...)
 }

@@ -42,6 +42,8 @@ func TestReadFastTakesCanonical(t *testing.T) {
 
 var testEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
 
+var testDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+
 func zstdOf(b []byte) []byte { return testEncoder.EncodeAll(b, nil) }
 
 // FuzzReadFast: Read with the fast path gives exactly what the general

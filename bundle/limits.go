@@ -23,10 +23,21 @@ type Options struct {
 	// (saves and imports set it; WriteBlob and Blob then use that blob).
 	// Otherwise WriteBlob and Blob compress as they write.
 	Compress bool
+	// SpillDir, when set, is a directory where Read keeps the canonical
+	// bytes of a bundle from 16 MiB in an unlinked temporary file mapped
+	// into memory, whose pages it hands back to the kernel as it goes, so
+	// that the process's resident memory stays well under the bundle's
+	// size (imports set it). It needs free space there for the bundle's
+	// canonical bytes; when the file cannot be made, or off Linux, the
+	// bytes stay in memory.
+	SpillDir string
 
 	// general skips the fast path for canonical input (Encode's input is
 	// seldom canonical, and the fast path would hold a second copy of it).
 	general bool
+	// spillAt, when set, is the size from which Read spills (spillFrom
+	// otherwise): tests spill tiny bundles.
+	spillAt int64
 	// split, when set, makes Read canonicalise long arrays on several
 	// goroutines in runs of about split bytes whatever the bundle's size
 	// (tests of the parallel read use tiny runs).

@@ -18,23 +18,42 @@ import (
 
 // sameRead fails unless reading in on several goroutines (runs of about
 // split bytes) gives exactly what the sequential read gives: the same
-// canonical bytes, hash, summary and manifest, or the same error.
+// canonical bytes, hash, summary and manifest, or the same error; and so
+// does the same parallel read spilled from its first byte to a file of a
+// temporary directory (Options.SpillDir), compressing, whose blob holds
+// those bytes, and which leaves nothing in that directory.
 func sameRead(t *testing.T, in []byte, split int) {
 	t.Helper()
 	opts := Options{MaxCanonicalSize: 8 << 20, MaxInputSize: 16 << 20, general: true}
+	want, wantErr := Read(bytes.NewReader(in), opts)
 	par := opts
 	par.split = split
-	want, wantErr := Read(bytes.NewReader(in), opts)
-	got, gotErr := Read(bytes.NewReader(in), par)
-	if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
-		t.Fatalf("split %d: error %v, sequential error %v", split, gotErr, wantErr)
+	spilled := par
+	spilled.SpillDir, spilled.spillAt, spilled.Compress = t.TempDir(), 1, true
+	for name, o := range map[string]Options{"parallel": par, "spilled": spilled} {
+		got, gotErr := Read(bytes.NewReader(in), o)
+		if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+			t.Fatalf("%s, split %d: error %v, sequential error %v", name, split, gotErr, wantErr)
+		}
+		if gotErr != nil {
+			continue
+		}
+		if !bytes.Equal(got.Bytes(), want.Bytes()) || got.Hash() != want.Hash() || got.Size() != want.Size() ||
+			!reflect.DeepEqual(got.Summary(), want.Summary()) || !reflect.DeepEqual(got.Manifest(), want.Manifest()) {
+			t.Fatalf("%s, split %d: the read differs from the sequential one", name, split)
+		}
+		if o.Compress {
+			var blob bytes.Buffer
+			if err := got.WriteBlob(&blob); err != nil {
+				t.Fatal(err)
+			}
+			if back, err := testDecoder.DecodeAll(blob.Bytes(), nil); err != nil || !bytes.Equal(back, want.Bytes()) {
+				t.Fatalf("%s, split %d: the blob does not decompress to the canonical bytes (%v)", name, split, err)
+			}
+		}
 	}
-	if gotErr != nil {
-		return
-	}
-	if !bytes.Equal(got.Bytes(), want.Bytes()) || got.Hash() != want.Hash() || got.Size() != want.Size() ||
-		!reflect.DeepEqual(got.Summary(), want.Summary()) || !reflect.DeepEqual(got.Manifest(), want.Manifest()) {
-		t.Fatalf("split %d: the read differs from the sequential one", split)
+	if left, _ := os.ReadDir(spilled.SpillDir); len(left) > 0 {
+		t.Fatalf("split %d: the spill left %d files behind", split, len(left))
 	}
 }
 

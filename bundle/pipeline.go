@@ -1,8 +1,6 @@
 package bundle
 
 import (
-	"bytes"
-
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -13,21 +11,22 @@ import (
 // piece out of order aborts it and Read falls back to hashing and
 // compressing after the whole bundle is read.
 type pipeline struct {
+	spill   *spill // the reader's, if any: the chunks are counted in it
 	ch      chan []byte
 	done    chan struct{}
 	aborted bool
 
 	// Written by the goroutine, read after done is closed.
 	hash Hash
-	blob bytes.Buffer
+	blob pieces
 	err  error
 }
 
 // flushEvery is how many finished bytes Read collects before handing them on.
 const flushEvery = 256 << 10
 
-func startPipeline() *pipeline {
-	p := &pipeline{ch: make(chan []byte, 64), done: make(chan struct{})}
+func startPipeline(s *spill) *pipeline {
+	p := &pipeline{spill: s, ch: make(chan []byte, 64), done: make(chan struct{})}
 	go p.run()
 	return p
 }
@@ -54,6 +53,7 @@ func (p *pipeline) run() {
 		if _, err := enc.Write(chunk); err != nil {
 			p.err = err
 		}
+		p.spill.touch(len(chunk))
 	}
 	if err := enc.Close(); err != nil && p.err == nil {
 		p.err = err
@@ -78,5 +78,5 @@ func (p *pipeline) close() {
 func (p *pipeline) abort() {
 	p.aborted = true
 	p.close()
-	p.blob = bytes.Buffer{}
+	p.blob = nil
 }

@@ -38,7 +38,16 @@ type Canonical struct {
 	region  []byte       // results in order already, or nil
 	results []resultSpan // sorted, when region is nil
 
-	blob []byte // the zstd blob, when Read made it (Options.Compress)
+	blob pieces // the zstd blob, when Read made it (Options.Compress)
+
+	// spill, when not nil, holds buf (Options.SpillDir): every segment
+	// read from it is counted, so that its pages are handed back as they
+	// are read.
+	spill *spill
+	// blobAside says that the hash and the blob are made on a goroutine of
+	// their own (writeAside) and set, or asideErr, when hashed is closed.
+	blobAside bool
+	asideErr  error
 
 	// hashed, when not nil, is closed once hash is set by the goroutine
 	// that hashes the canonical bytes (Hash waits for it).
@@ -51,7 +60,36 @@ var (
 )
 
 // segments yields the canonical bytes in order, as slices of the buffer.
+// With a spill, long slices come in pieces, each counted in it as it is
+// yielded.
 func (c *Canonical) segments() iter.Seq[[]byte] {
+	if c.spill == nil {
+		return c.rawSegments()
+	}
+	return func(yield func([]byte) bool) {
+		for s := range c.rawSegments() {
+			// A result read alone maps the pages around it too.
+			weight := 0
+			if len(s) < faultAround {
+				weight = faultAround
+			}
+			for len(s) > spillPiece {
+				if !yield(s[:spillPiece]) {
+					return
+				}
+				c.spill.touch(spillPiece)
+				s = s[spillPiece:]
+			}
+			if !yield(s) {
+				return
+			}
+			c.spill.touch(max(len(s), weight))
+		}
+	}
+}
+
+// rawSegments is segments without counting anything in a spill.
+func (c *Canonical) rawSegments() iter.Seq[[]byte] {
 	return func(yield func([]byte) bool) {
 		for _, s := range c.head {
 			if !yield(s) {
@@ -258,7 +296,7 @@ func Read(r io.Reader, opts Options) (*Canonical, error) {
 	if split == 0 && hint >= parallelFrom && runtime.GOMAXPROCS(0) > 1 {
 		split = chunkBytes
 	}
-	c, err := readCanonical(in, opts.maxCanonical(), hint, opts.Compress, split)
+	c, err := readCanonical(in, opts.maxCanonical(), hint, opts.Compress, split, opts.SpillDir, cmp.Or(opts.spillAt, spillFrom))
 	if err != nil {
 		return nil, classify(err, opts)
 	}
@@ -360,6 +398,14 @@ type reader struct {
 	// split, when set, is about how many input bytes of a long array's
 	// elements one goroutine canonicalises at a time (readParallel).
 	split int
+
+	// spillDir, when set, is where the buffer moves to a spill once the
+	// bundle is expected to reach spillAt bytes; spill is that spill.
+	spillDir string
+	spillAt  int
+	spill    *spill
+	// compress is Options.Compress.
+	compress bool
 }
 
 // canonicalTop is the order of top-level keys in canonical bytes, with what
@@ -385,9 +431,32 @@ func (r *reader) streamKey(key string) {
 	r.sent = len(r.buf)
 }
 
+// startSpill moves the buffer to a spill of r.spillDir, if set and the
+// spill can be made (else the buffer stays in the heap). The spill is as
+// large as the buffer may grow, so the buffer never moves again.
+func (r *reader) startSpill() {
+	if r.spillDir == "" || r.spill != nil {
+		return
+	}
+	s, err := openSpill(r.spillDir, r.maxBuf())
+	if err != nil {
+		r.spillDir = "" // the heap, then
+		return
+	}
+	r.buf = s.mem[:copy(s.mem, r.buf)]
+	r.spill = s
+	s.wrote(len(r.buf))
+}
+
 // stream hands finished bytes to the pipeline, in pieces of flushEvery
-// unless all is set.
+// unless all is set, and counts them in the spill.
 func (r *reader) stream(all bool) {
+	if r.spill == nil && r.spillDir != "" && len(r.buf) >= r.spillAt {
+		r.startSpill()
+	}
+	if r.spill != nil {
+		r.spill.wrote(len(r.buf))
+	}
 	if r.pipe == nil || (!all && len(r.buf)-r.sent < flushEvery) {
 		return
 	}
@@ -430,21 +499,27 @@ type resultFields struct {
 	startSeqBad         bool // a start_seq that is not an integer ≥ 1
 }
 
-func readCanonical(in io.Reader, maxCanonical, hint int64, compress bool, split int) (*Canonical, error) {
+func readCanonical(in io.Reader, maxCanonical, hint int64, compress bool, split int, spillDir string, spillAt int64) (*Canonical, error) {
 	r := &reader{
 		dec:          canonjson.NewDecoder(in),
 		maxCanonical: maxCanonical,
 		topSeen:      map[string]bool{},
 		manifest:     map[string][]byte{},
+		spillDir:     spillDir,
+		spillAt:      int(spillAt),
+		compress:     compress,
 	}
 	r.dec.SetMaxOutput(r.maxBuf())
-	if hint > 0 {
+	if hint >= spillAt {
+		r.startSpill()
+	}
+	if hint > 0 && r.spill == nil {
 		r.buf = make([]byte, 0, min(hint+hint/64+4096, r.maxBuf()))
 	}
 	// A bundle expected over the limit is likely refused: nothing is
 	// compressed for it on the way.
 	if compress && hint > smallBlob && hint <= maxCanonical {
-		r.pipe = startPipeline()
+		r.pipe = startPipeline(r.spill)
 	}
 	r.split = split
 	defer r.stopStream()
@@ -822,10 +897,21 @@ func (r *reader) finish() (*Canonical, error) {
 			c.results[i] = resultSpan{e.start, e.end}
 		}
 	}
-	for s := range c.segments() {
+	for s := range c.rawSegments() {
 		c.size += int64(len(s))
 	}
-	if r.pipe == nil && r.srcHash == nil && c.size >= hashAsideFrom && c.size <= r.maxCanonical {
+	switch {
+	case r.pipe == nil && r.srcHash == nil && r.spill != nil && r.compress && c.size <= r.maxCanonical:
+		// A spilled bundle whose results came out of order: hashed and
+		// compressed in one pass meanwhile, reading the file rather than
+		// the mapping.
+		done := make(chan struct{})
+		c.hashed, c.blobAside = done, true
+		go func() {
+			c.hash, c.blob, c.asideErr = c.writeAside()
+			close(done)
+		}()
+	case r.pipe == nil && r.srcHash == nil && c.size >= hashAsideFrom && c.size <= r.maxCanonical:
 		// Hashed on a second goroutine while the checks below run and,
 		// after Read returns, while the blob is compressed: Hash waits.
 		done := make(chan struct{})
@@ -852,7 +938,7 @@ func (r *reader) finish() (*Canonical, error) {
 		if p.err != nil {
 			return nil, fmt.Errorf("bundle: compress: %w", p.err)
 		}
-		c.hash, c.blob = p.hash, p.blob.Bytes()
+		c.hash, c.blob = p.hash, p.blob
 	case r.srcHash != nil:
 		c.hash = <-r.srcHash // the input, hashed while it was read
 	case c.hashed == nil:
@@ -876,7 +962,8 @@ func (r *reader) finish() (*Canonical, error) {
 // (kind, key), as pieces of the buffer.
 func (r *reader) assemble() *Canonical {
 	c := &Canonical{
-		buf: r.buf,
+		buf:   r.buf,
+		spill: r.spill,
 		head: [][]byte{
 			[]byte(`{"history":[`), r.buf[r.histStart:r.histEnd],
 			[]byte(`],"manifest":`), r.buf[r.manStart:r.manEnd],

@@ -260,7 +260,10 @@ func (r *reader) indexCalls() *callIndex {
 		refs:  make([]callRef, 0, len(r.calls)),
 	}
 	heads := idx.heads
+	read := uint32(0) // how far the history's bytes have been counted in a spill
 	for _, c := range r.calls {
+		r.spill.touch(int(c.start - read))
+		read = c.start
 		id, fp, ok := r.parseCall(memberValue(r.buf[c.start:], `"call"`))
 		if !ok {
 			break // reported by checkCalls, unless an earlier event has a problem
@@ -329,6 +332,7 @@ func (r *reader) checkCalls(idx *callIndex) error {
 		switch {
 		case sl.result >= 0:
 			e := r.results[sl.result]
+			r.spill.touch(faultAround + int(e.end-e.start))
 			if want := memberValue(r.buf[e.start:e.end], `"fingerprint"`); !bytes.Equal(fp, want) {
 				return corrupt(fmt.Sprintf("%s of %s has fingerprint %s, but its result has %s", where(), sl.id, fp[1:65], want[1:len(want)-1]), nil)
 			}

@@ -89,7 +89,7 @@ func (a *app) importFile(ctx context.Context, s store.Store, name string) error 
 		defer f.Close()
 		r = f
 	}
-	c, err := bundle.Read(r, bundle.Options{Compress: true})
+	c, err := bundle.Read(r, bundle.Options{Compress: true, SpillDir: os.TempDir()})
 	if err != nil {
 		return fmt.Errorf("import %s: %w", name, err)
 	}

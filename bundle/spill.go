@@ -1,0 +1,198 @@
+package bundle
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"unsafe"
+)
+
+// spill holds the canonical bytes of a large bundle being imported in an
+// unlinked temporary file mapped into memory (Options.SpillDir), instead of
+// in the Go heap. Read appends to the mapping as it would to a buffer; the
+// pages it writes and reads back are handed back to the kernel every
+// releaseEvery bytes (MADV_DONTNEED: a shared file mapping's pages stay in
+// the file, and the next touch maps them again from the page cache). The
+// one pass that reads the results in their sorted order, scattered over
+// the file, reads them with pread instead (writeAside), so that it maps no
+// page at all. The process's resident memory then holds a few MiB of the
+// bundle at a time rather than all of it; the page cache holds the rest,
+// which the kernel writes back and reclaims under memory pressure.
+//
+// A spill is unmapped and its file closed when the last of the reader, the
+// Canonical and the pipeline that hold it is collected: the mapping lives
+// as long as any slice of it can be in use.
+type spill struct {
+	mem []byte   // the whole mapping: len and cap are its size
+	f   *os.File // the mapped file, for pread
+
+	// used is how far the bytes go (the reader's length), so that a release
+	// covers only pages that may have been touched.
+	used atomic.Int64
+	// touched counts the bytes written or read since the last release.
+	touched atomic.Int64
+	// populated is how far the writer has had pages made ready ahead of
+	// it (populate).
+	populated int
+}
+
+// spillFrom is the expected canonical size from which Read spills (with
+// Options.SpillDir set): under it the buffer stays in the heap, where it
+// costs less than a file.
+const spillFrom = 16 << 20
+
+// releaseEvery is how many bytes are written to or read from a spill
+// between two releases of its pages: about the most of it a process holds
+// resident at once, per goroutine reading it.
+const releaseEvery = 8 << 20
+
+// faultAround is how much of a file mapping a read fault maps at once
+// (Linux's default fault_around_bytes): a read of a few bytes somewhere in
+// the mapping is counted as this much.
+const faultAround = 64 << 10
+
+// spillPiece is the longest slice of a spill that segments yields at once,
+// and the size of writeAside's pieces.
+const spillPiece = 1 << 20
+
+// spillMapping is what a spill's cleanup releases.
+type spillMapping struct {
+	mem []byte
+	f   *os.File
+}
+
+// openSpill maps a new spill of size bytes in a temporary file of dir,
+// unlinked at once (nothing is left behind if the process dies).
+func openSpill(dir string, size int64) (*spill, error) {
+	mem, f, err := mapTemp(dir, size)
+	if err != nil {
+		return nil, err
+	}
+	s := &spill{mem: mem, f: f}
+	runtime.AddCleanup(s, func(m spillMapping) {
+		unmap(m.mem)
+		m.f.Close()
+	}, spillMapping{mem, f})
+	return s, nil
+}
+
+// populateAhead is how many bytes of pages the writer has made ready at
+// once ahead of where it writes: one system call instead of a page fault
+// per page.
+const populateAhead = 4 << 20
+
+// wrote records that the writer's bytes now go up to n, counts the new ones
+// and makes the pages ahead of it ready.
+func (s *spill) wrote(n int) {
+	prev := int(s.used.Load())
+	s.used.Store(int64(n))
+	if n+populateAhead/2 > s.populated && s.populated < len(s.mem) {
+		from := max(s.populated, n) &^ (pageSize - 1)
+		s.populated = min(from+populateAhead, len(s.mem))
+		populate(s.mem[from:s.populated])
+	}
+	s.touch(n - prev)
+}
+
+// pageSize is the unit of the mapping.
+const pageSize = 4096
+
+// touch records n bytes written to or read from the mapping and, every
+// releaseEvery bytes, hands its pages back to the kernel. A nil spill
+// does nothing.
+func (s *spill) touch(n int) {
+	if s == nil {
+		return
+	}
+	if s.touched.Add(int64(n)) < releaseEvery {
+		return
+	}
+	s.touched.Store(0)
+	// The page the writer is in stays.
+	release(s.mem[:min(int64(len(s.mem)), s.used.Load())&^(pageSize-1)])
+}
+
+// offset returns where b, a slice of the mapping, begins in it; ok is
+// false for a slice of other memory.
+func (s *spill) offset(b []byte) (off int64, ok bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(s.mem)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if p < base || p+uintptr(len(b)) > base+uintptr(len(s.mem)) {
+		return 0, false
+	}
+	return int64(p - base), true
+}
+
+// writeAside makes the hash and the zstd blob of c, a spilled bundle, in
+// one pass over its canonical bytes: they are read from the spill's file
+// (pread, so no page of the mapping becomes resident, however scattered
+// the sorted results are), copied into pieces of spillPiece bytes, hashed
+// here and compressed on every core meanwhile. The blob is held in memory
+// (the compressed size, a fraction of the bundle's).
+func (c *Canonical) writeAside() (Hash, pieces, error) {
+	var blob pieces
+	enc, err := newZstdEncoder(nil)
+	if err != nil {
+		return "", nil, fmt.Errorf("bundle: compress: %w", err)
+	}
+	enc.ResetContentSize(&blob, c.size)
+	const inFlight = 3
+	full, free := make(chan []byte, inFlight), make(chan []byte, inFlight)
+	for range inFlight {
+		free <- make([]byte, 0, spillPiece)
+	}
+	compressed := make(chan error, 1)
+	go func() {
+		var err error
+		for p := range full {
+			if err == nil {
+				_, err = enc.Write(p)
+			}
+			free <- p[:0]
+		}
+		if cerr := enc.Close(); err == nil {
+			err = cerr
+		}
+		compressed <- err
+	}()
+	h := newHasher()
+	piece := <-free
+	flush := func() {
+		h.Write(piece)
+		full <- piece
+		piece = <-free
+	}
+	var readErr error
+	for seg := range c.rawSegments() {
+		off, inFile := c.spill.offset(seg)
+		for len(seg) > 0 && readErr == nil {
+			n := min(len(seg), cap(piece)-len(piece))
+			dst := piece[len(piece) : len(piece)+n]
+			if inFile {
+				_, readErr = c.spill.f.ReadAt(dst, off)
+				off += int64(n)
+			} else {
+				copy(dst, seg)
+			}
+			piece, seg = piece[:len(piece)+n], seg[n:]
+			if len(piece) == cap(piece) {
+				flush()
+			}
+		}
+	}
+	h.Write(piece)
+	full <- piece
+	close(full)
+	err = <-compressed
+	switch {
+	case readErr != nil:
+		return "", nil, fmt.Errorf("bundle: read back: %w", readErr)
+	case err != nil:
+		return "", nil, fmt.Errorf("bundle: compress: %w", err)
+	}
+	return hashOf(h), blob, nil
+}

@@ -1,0 +1,99 @@
+package bundle
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"testing"
+
+	"github.com/pyrula/caseworker/bundle/bundletest"
+)
+
+// TestSpillMidway: a read whose size is not known beforehand (a stream)
+// moves its bytes to the spill once they pass the threshold, and gives
+// what the read in memory gives; a SpillDir that cannot take the file
+// leaves the bytes in memory, with the same result.
+func TestSpillMidway(t *testing.T) {
+	var in bytes.Buffer
+	if err := json.Indent(&in, bundletest.Generate(1<<20, 3), "", " "); err != nil {
+		t.Fatal(err)
+	}
+	want, err := Read(bytes.NewReader(in.Bytes()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, dir := range map[string]string{"spilled": t.TempDir(), "no such directory": filepath.Join(t.TempDir(), "missing")} {
+		t.Run(name, func(t *testing.T) {
+			stream := io.MultiReader(bytes.NewReader(in.Bytes())) // no Len: no size hint
+			got, err := Read(stream, Options{SpillDir: dir, spillAt: 64 << 10, Compress: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if spilled := got.spill != nil; spilled != (name == "spilled") {
+				t.Fatalf("spilled: %v", spilled)
+			}
+			var blob bytes.Buffer
+			if err := got.WriteBlob(&blob); err != nil {
+				t.Fatal(err)
+			}
+			back, err := testDecoder.DecodeAll(blob.Bytes(), nil)
+			if err != nil || !bytes.Equal(back, want.Bytes()) || got.Hash() != want.Hash() {
+				t.Fatalf("the spilled read differs from the read in memory (%v)", err)
+			}
+		})
+	}
+}
+
+// TestSpillKeepsBytesOutOfHeap: a large bundle read with SpillDir does not
+// keep its canonical bytes in the Go heap: the live heap with the
+// Canonical it returns grew by less than a quarter of the canonical size,
+// where a read in memory grows it by more than that size.
+func TestSpillKeepsBytesOutOfHeap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads a 24 MiB bundle")
+	}
+	var in bytes.Buffer
+	if err := json.Indent(&in, bundletest.Generate(24<<20, 9), "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	kept := func(opts Options) (size, kept int64, hash Hash, spilled bool) {
+		before := liveHeap()
+		c, err := Read(bytes.NewReader(in.Bytes()), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size, hash, spilled = c.Size(), c.Hash(), c.spill != nil
+		after := liveHeap()
+		runtime.KeepAlive(c)
+		return size, after - before, hash, spilled
+	}
+	_, inSpill, got, spilled := kept(Options{SpillDir: dir, Compress: true})
+	size, inHeap, want, _ := kept(Options{})
+	if !spilled || got != want {
+		t.Fatalf("spilled %v, hash %s, want %s", spilled, got, want)
+	}
+	runtime.KeepAlive(&in) // its bytes stay out of the figures
+	if inHeap < size || inSpill > size/4 {
+		t.Fatalf("canonical %d bytes: a Canonical keeps %d bytes of heap in memory, %d spilled", size, inHeap, inSpill)
+	}
+	runtime.GC() // the spill's cleanup unmaps it; its file was unlinked at once
+	if left, _ := os.ReadDir(dir); len(left) > 0 {
+		t.Fatalf("the spill left %d files behind", len(left))
+	}
+}
+
+// liveHeap collects garbage and returns the bytes of the heap's live
+// objects it marked. It collects twice: what sync.Pools hold (the zstd
+// encoder's buffers) survives one collection.
+func liveHeap() int64 {
+	runtime.GC()
+	runtime.GC()
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(sample)
+	return int64(sample[0].Value.Uint64())
+}
