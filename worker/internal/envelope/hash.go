@@ -36,7 +36,9 @@ func HashBody(env messages.Envelope) (string, error) {
 	h.Write([]byte{0})
 	h.Write(canon)
 	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0])), nil
+	var text [2 * sha256.Size]byte
+	hex.Encode(text[:], h.Sum(sum[:0]))
+	return string(text[:]), nil
 }
 
 // checkBodyText refuses a body (JSON text) holding invalid UTF-8 or a

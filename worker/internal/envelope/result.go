@@ -23,11 +23,25 @@ func EncodeResult(result any) ([]byte, error) {
 // that json.Marshal escapes: the replies the worker makes itself. Any
 // other reply goes through json.Marshal.
 func EncodeReply(r messages.Reply) ([]byte, error) {
+	b, err := AppendReply(make([]byte, 0, 64+len(r.MessageID)+len(r.Message)+len(r.EntryID)+len(r.Result)), r)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// AppendReply appends EncodeReply(r) to b and returns the extended b, so
+// that a caller can encode a reply into a buffer of its own (the
+// idempotency record that holds it) without an allocation of the reply's.
+func AppendReply(b []byte, r messages.Reply) ([]byte, error) {
 	if !plainString(r.MessageID) || !plainString(string(r.Type)) || !plainString(string(r.Status)) ||
 		!plainString(string(r.Code)) || !plainString(r.Message) || !plainString(r.EntryID) || !plainResult(r.Result) {
-		return json.Marshal(r)
+		raw, err := json.Marshal(r)
+		if err != nil {
+			return b, err
+		}
+		return append(b, raw...), nil
 	}
-	b := make([]byte, 0, 64+len(r.MessageID)+len(r.Message)+len(r.EntryID)+len(r.Result))
 	b = append(b, `{"message_id":"`...)
 	b = append(b, r.MessageID...)
 	b = append(b, `","type":"`...)

@@ -21,6 +21,7 @@ import (
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/store"
 	"github.com/pyrula/caseworker/version"
+	"github.com/pyrula/caseworker/worker/internal/envelope"
 	"github.com/pyrula/caseworker/worker/internal/runwire"
 )
 
@@ -231,9 +232,11 @@ type deletion struct {
 func (in *Intake) findBundle(ctx context.Context, raw json.RawMessage) (deletion, error) {
 	b, ok := peekDeleteBody(raw)
 	if !ok {
-		if err := decodeBody(raw, &b); err != nil {
+		var full messages.DeleteCaseBundleBody // decoded apart: b stays off the heap
+		if err := decodeBody(raw, &full); err != nil {
 			return deletion{}, err
 		}
+		b = full
 	}
 	if b.FixtureHash == "" {
 		return deletion{}, messages.Errorf(messages.InvalidOverrides, "fixture_hash is missing")
@@ -274,20 +277,40 @@ func (in *Intake) findBundle(ctx context.Context, raw json.RawMessage) (deletion
 // (alt), recorded by finish, whose write is the claim (unclaimed).
 func (in *Intake) answerDelete(out outcome, key, bodyHash string) (outcome, string, error) {
 	typ := string(messages.DeleteCaseBundle)
-	// The two replies differ only in their result, which ends them.
-	const absent, present = `{"deleted":false}`, `{"deleted":true}`
-	out.reply = messages.Reply{MessageID: out.reply.MessageID, Type: messages.DeleteCaseBundle, Status: messages.StatusOK, Result: json.RawMessage(absent)}
-	if err := out.encodeReply(); err != nil {
-		return out, typ, err
+	out.reply = messages.Reply{MessageID: out.reply.MessageID, Type: messages.DeleteCaseBundle, Status: messages.StatusOK, Result: deletedFalse}
+	// What finish writes is built in one allocation: the started record
+	// noting the bundle (alt.over), which begins with the started prefix,
+	// then the answered record of each reply, which holds the reply.
+	var buf [512]byte
+	b := append(buf[:0], startedHead...)
+	b = append(b, bodyHash...)
+	b = append(b, `","bundle_present":true}`...)
+	over := len(b)
+	b = append(b, answeredHead...)
+	b = append(b, bodyHash...)
+	b = append(b, replyMember...)
+	replyAt := len(b) - over // where a record's reply begins
+	b, err := envelope.AppendReply(b, out.reply)
+	if err != nil {
+		return out, typ, fmt.Errorf("encode the reply: %w", err)
 	}
-	alt := &altAnswer{over: startedRecord(bodyHash, true), reply: out.reply}
-	alt.reply.Result = json.RawMessage(present)
-	n := len(out.replyJSON) - len(absent+"}")
-	alt.replyJSON = append(out.replyJSON[:n:n], present+"}"...)
-	alt.record = recordOf(bodyHash, alt.replyJSON)
-	out.key, out.bodyHash, out.unclaimed, out.alt = key, bodyHash, true, alt
+	b = append(b, '}')
+	// The two replies differ only in their result, which ends them: the
+	// second record is the first with the other result.
+	alt := len(b)
+	b = append(b, b[over:alt-len(deletedFalse)-len("}}")]...)
+	b = append(b, deletedTrue...)
+	b = append(b, "}}"...)
+	s := string(b)
+	out.prefix, out.record, out.replyJSON = s[:prefixLen(bodyHash)], s[over:alt], s[over+replyAt:alt-1]
+	out.alt = altAnswer{over: s[:over], record: s[alt:], result: deletedTrue, replyJSON: s[alt+replyAt : len(s)-1]}
+	out.key, out.bodyHash, out.unclaimed = key, bodyHash, true
 	return out, typ, nil
 }
+
+// deletedFalse and deletedTrue are the results of delete_case_bundle
+// (shared: never written to).
+var deletedFalse, deletedTrue = json.RawMessage(`{"deleted":false}`), json.RawMessage(`{"deleted":true}`)
 
 // deleteCaseBundle handles a delete_case_bundle whose bundle del was in its
 // store when this delivery looked and which holds the message id by cl:
@@ -297,7 +320,8 @@ func (in *Intake) answerDelete(out outcome, key, bodyHash string) (outcome, stri
 func (in *Intake) deleteCaseBundle(ctx context.Context, del deletion, cl claimed) (any, error) {
 	if !cl.bundlePresent {
 		do := func(cmd valkey.Completed) valkey.ValkeyResult { return in.batch.Do(ctx, cmd) }
-		err := in.setRecord(do, cl.key, []string{startedPrefix(cl.bodyHash), startedRecord(cl.bodyHash, true), in.ttlArg()}).Error()
+		noted := startedRecord(cl.bodyHash, true)
+		err := in.setRecord(do, cl.key, []string{noted[:prefixLen(cl.bodyHash)], noted, in.ttl}).Error()
 		if err != nil && !valkey.IsValkeyNil(err) {
 			return nil, fmt.Errorf("note the bundle in the idempotency record: %w", err)
 		}

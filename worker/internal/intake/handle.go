@@ -43,16 +43,17 @@ type record struct {
 
 // decodeRecord decodes idempotency record s. An answered record as the
 // worker writes it (recordOf) is read without a JSON decoder, and its
-// reply's bytes are returned too, to be published as they are (replyJSON);
-// any other record is decoded by encoding/json (replyJSON nil).
-func decodeRecord(s string) (r record, replyJSON []byte, err error) {
+// reply's text is returned too (a part of s), to be published as it is
+// (replyJSON); any other record is decoded by encoding/json (replyJSON "").
+func decodeRecord(s string) (record, string, error) {
 	if r, raw, ok := peekRecord(s); ok {
-		return r, []byte(raw), nil
+		return r, raw, nil
 	}
+	var r record // decoded apart, on the heap only on this path
 	if err := json.Unmarshal([]byte(s), &r); err != nil {
-		return record{}, nil, err
+		return record{}, "", err
 	}
-	return r, nil, nil
+	return r, "", nil
 }
 
 // peekRecord reads an answered record written by recordOf, whose reply was
@@ -140,19 +141,32 @@ const reusedIDFormat = "message_id %s reused with another body"
 // stateStarted is record.State while a message's work runs.
 const stateStarted = "started"
 
+// startedHead begins every started record, and answeredHead and
+// replyMember every answered record: answeredHead, the body hash,
+// replyMember, the reply, "}" (recordOf).
+const (
+	startedHead  = `{"state":"started","body_hash":"`
+	answeredHead = `{"body_hash":"`
+	replyMember  = `","reply":`
+)
+
 // startedPrefix is how the started record of body hash h begins; the
 // record scripts recognise a started record by it.
 func startedPrefix(h string) string {
-	return `{"state":"started","body_hash":"` + h + `"`
+	return startedHead + h + `"`
 }
 
-// startedRecord is the started record of body hash h.
+// startedRecord is the started record of body hash h (one allocation).
 func startedRecord(h string, bundlePresent bool) string {
 	if bundlePresent {
-		return startedPrefix(h) + `,"bundle_present":true}`
+		return startedHead + h + `","bundle_present":true}`
 	}
-	return startedPrefix(h) + `}`
+	return startedHead + h + `"}`
 }
+
+// prefixLen is the length of startedPrefix(h), how a started record of
+// body hash h begins.
+func prefixLen(h string) int { return len(startedHead) + len(h) + 1 }
 
 // setRecordLua replaces the record at KEYS[1] with ARGV[2] (TTL ARGV[3] ms)
 // when there is none or it begins with ARGV[1] (the started record of the
@@ -190,7 +204,7 @@ func (in *Intake) setRecord(do func(valkey.Completed) valkey.ValkeyResult, key s
 }
 
 // ttlArg is PYRULA_IDEMPOTENCY_TTL in milliseconds, the records' PX.
-func (in *Intake) ttlArg() string { return strconv.FormatInt(in.cfg.IdempotencyTTL.Milliseconds(), 10) }
+func ttlArg(ttl time.Duration) string { return strconv.FormatInt(ttl.Milliseconds(), 10) }
 
 // finishLua is finish in one script, for a single Valkey (every key on one
 // server) without PYRULA_WAIT_REPLICAS: the record as setRecordLua writes
@@ -228,49 +242,94 @@ type outcome struct {
 	replyTo string
 	// key and bodyHash, when key is set, are where and what to record.
 	key, bodyHash string
-	// replyJSON, when set, is reply encoded (by writeRecord, which needs
-	// it too), so that publish does not encode it again.
-	replyJSON []byte
+	// idKey, once the message id is read, is the key of its idempotency
+	// record (key, when key is set): finishInOne names it, unwritten,
+	// when there is nothing to record.
+	idKey string
+	// replyJSON, when set, is reply encoded (by encode, inside record),
+	// so that publish does not encode it again.
+	replyJSON string
+	// prefix and record, when record is set, are what finish writes for
+	// key: the started prefix of bodyHash (startedPrefix) and the answered
+	// record of bodyHash and replyJSON (recordOf), which holds replyJSON.
+	// Set by encode (answerDelete), they follow the reply: whatever changes
+	// the reply empties record.
+	prefix, record string
 	// unclaimed says the message id was not claimed before the work
 	// (answerDelete): writing the record is the claim, so another body's
 	// record there refuses the message, and this body's recorded reply
 	// makes it a duplicate.
 	unclaimed bool
-	// alt, when set, is recorded and replied instead over a record that is
-	// exactly alt.over.
-	alt *altAnswer
+	// alt, when alt.over is set, is recorded and replied instead over a
+	// record that is exactly alt.over.
+	alt altAnswer
 }
 
-// altAnswer is the other answer of an outcome: its record and its reply.
+// altAnswer is the other answer of an outcome: its record and its reply,
+// which is the outcome's reply with another result.
 type altAnswer struct {
 	over, record string
-	reply        messages.Reply
-	replyJSON    []byte
+	result       json.RawMessage
+	replyJSON    string
 }
 
 // recordOf is the answered record of body hash bodyHash and encoded reply:
 // the bytes json.Marshal(record{...}) gives (body_hash is hex).
 func recordOf(bodyHash string, reply []byte) string {
-	return `{"body_hash":"` + bodyHash + `","reply":` + string(reply) + `}`
+	return answeredHead + bodyHash + replyMember + string(reply) + `}`
 }
 
-// encodeReply sets out.replyJSON, when not set yet.
-func (out *outcome) encodeReply() error {
-	if out.replyJSON != nil {
+// appendRecord appends to b the started prefix of body hash h, then the
+// answered record of h and reply (encoded: replyJSON when not "", else
+// by envelope.AppendReply); it returns b and where the record and, inside
+// it, the reply begin (the prefix begins at len(b)).
+func appendRecord(b []byte, h string, reply messages.Reply, replyJSON string) (_ []byte, recordAt, replyAt int, err error) {
+	b = append(b, startedHead...)
+	b = append(b, h...)
+	b = append(b, '"')
+	recordAt = len(b)
+	b = append(b, answeredHead...)
+	b = append(b, h...)
+	b = append(b, replyMember...)
+	replyAt = len(b)
+	if replyJSON != "" {
+		b = append(b, replyJSON...)
+	} else if b, err = envelope.AppendReply(b, reply); err != nil {
+		return b, 0, 0, fmt.Errorf("encode the reply: %w", err)
+	}
+	return append(b, '}'), recordAt, replyAt, nil
+}
+
+// encode sets out.replyJSON, when not set yet, and when out.key is set,
+// out.prefix and out.record (when not set yet), all in one allocation.
+func (out *outcome) encode() error {
+	if out.key == "" || out.record != "" {
+		if out.replyJSON != "" {
+			return nil
+		}
+		var buf [256]byte
+		raw, err := envelope.AppendReply(buf[:0], out.reply)
+		if err != nil {
+			return fmt.Errorf("encode the reply: %w", err)
+		}
+		out.replyJSON = string(raw)
 		return nil
 	}
-	raw, err := envelope.EncodeReply(out.reply)
+	var buf [512]byte
+	b, recordAt, replyAt, err := appendRecord(buf[:0], out.bodyHash, out.reply, out.replyJSON)
 	if err != nil {
-		return fmt.Errorf("encode the reply: %w", err)
+		return err
 	}
-	out.replyJSON = raw
+	s := string(b)
+	out.prefix, out.record, out.replyJSON = s[:recordAt], s[recordAt:], s[replyAt:len(s)-1]
 	return nil
 }
 
-// recordArgs are the arguments of setRecordLua for out (its alt included).
+// recordArgs are the arguments of setRecordLua for out (its alt included),
+// once encoded.
 func (in *Intake) recordArgs(out *outcome) []string {
-	args := []string{startedPrefix(out.bodyHash), recordOf(out.bodyHash, out.replyJSON), in.ttlArg()}
-	if out.alt != nil {
+	args := []string{out.prefix, out.record, in.ttl}
+	if out.alt.over != "" {
 		args = append(args, out.alt.over, out.alt.record)
 	}
 	return args
@@ -288,16 +347,23 @@ func (in *Intake) recordArgs(out *outcome) []string {
 // them; on a Valkey Cluster only those of the record's node (docs/operate.md,
 // "Valkey Cluster"). Without WAIT the SET goes through the batcher.
 func (in *Intake) writeRecord(ctx context.Context, out *outcome) error {
-	if err := out.encodeReply(); err != nil {
+	if err := out.encode(); err != nil {
 		return err
 	}
 	args := in.recordArgs(out)
 	if in.cfg.WaitReplicas <= 0 {
 		return in.keep(out, in.setRecord(func(cmd valkey.Completed) valkey.ValkeyResult { return in.batch.Do(ctx, cmd) }, out.key, args))
 	}
-	return in.client.Dedicated(func(c valkey.DedicatedClient) error {
-		if err := in.keep(out, in.setRecord(func(cmd valkey.Completed) valkey.ValkeyResult { return c.Do(ctx, cmd) }, out.key, args)); err != nil {
-			return err
+	// The script's result is kept (keep) once the connection is let go:
+	// out stays with this call (a closure holding it would move it to the
+	// heap, on the path of every message).
+	var res valkey.ValkeyResult
+	ran := false
+	key := out.key
+	err := in.client.Dedicated(func(c valkey.DedicatedClient) error {
+		res, ran = in.setRecord(func(cmd valkey.Completed) valkey.ValkeyResult { return c.Do(ctx, cmd) }, key, args), true
+		if err := res.Error(); err != nil && !valkey.IsValkeyNil(err) {
+			return nil // keep fails with it
 		}
 		// WAIT's timeout is in milliseconds, and 0 would block for ever.
 		timeout := max(in.cfg.WaitTimeout.Milliseconds(), 1)
@@ -310,6 +376,12 @@ func (in *Intake) writeRecord(ctx context.Context, out *outcome) error {
 		}
 		return nil
 	})
+	if ran {
+		if kerr := in.keep(out, res); kerr != nil {
+			return kerr
+		}
+	}
+	return err
 }
 
 // keep takes what the recording script (setRecordLua or finishLua) gave
@@ -320,8 +392,8 @@ func (in *Intake) writeRecord(ctx context.Context, out *outcome) error {
 // keeps its reply (another body's started record: a dead letter of a
 // message that never claimed its id, whose holder records the reply).
 func (in *Intake) keep(out *outcome, res valkey.ValkeyResult) error {
-	if n, err := res.AsInt64(); err == nil && n == 1 && out.alt != nil {
-		out.reply, out.replyJSON = out.alt.reply, out.alt.replyJSON
+	if n, err := res.AsInt64(); err == nil && n == 1 && out.alt.over != "" {
+		out.reply.Result, out.replyJSON, out.record = out.alt.result, out.alt.replyJSON, ""
 		return nil
 	}
 	prev, err := res.ToString()
@@ -332,7 +404,7 @@ func (in *Intake) keep(out *outcome, res valkey.ValkeyResult) error {
 		return fmt.Errorf("write the idempotency record: %w", err)
 	}
 	var r record
-	var replyJSON []byte
+	var replyJSON string
 	if !strings.HasPrefix(prev, `{"state":"started"`) {
 		if r, replyJSON, err = decodeRecord(prev); err != nil {
 			return fmt.Errorf("decode the idempotency record of %s: %w", out.reply.MessageID, err)
@@ -343,11 +415,11 @@ func (in *Intake) keep(out *outcome, res valkey.ValkeyResult) error {
 		if out.unclaimed {
 			in.report.Duplicate()
 		}
-		out.reply, out.replyJSON = r.Reply, replyJSON
+		out.reply, out.replyJSON, out.record = r.Reply, replyJSON, ""
 	case out.unclaimed:
 		out.reply.Status, out.reply.Code, out.reply.Result = messages.StatusRefused, messages.InvalidOverrides, nil
 		out.reply.Message = fmt.Sprintf(reusedIDFormat, out.reply.MessageID)
-		out.replyJSON = nil
+		out.replyJSON, out.record = "", ""
 	}
 	return nil
 }
@@ -357,23 +429,20 @@ func (in *Intake) keep(out *outcome, res valkey.ValkeyResult) error {
 // replied and acked; when it did not (a record was there, which keep has
 // taken into out), finish goes on step by step.
 func (in *Intake) finishInOne(ctx context.Context, entryID string, out *outcome) (bool, error) {
-	if err := out.encodeReply(); err != nil {
+	if err := out.encode(); err != nil {
 		return false, err
 	}
 	key, args := out.key, make([]string, 0, 10)
 	if key != "" {
-		args = append(args, in.recordArgs(out)...)
+		args = append(args, out.prefix, out.record, in.ttl, out.alt.over, out.alt.record)
 	} else {
-		key = in.recordKey(out.reply.MessageID) // a key of the namespace, not written
-		args = append(args, "", "", "")
+		// A key of the namespace, not written.
+		if key = out.idKey; key == "" {
+			key = in.recordKey(out.reply.MessageID)
+		}
+		args = append(args, "", "", "", "", "")
 	}
-	altReply := ""
-	if out.alt == nil {
-		args = append(args, "", "")
-	} else {
-		altReply = string(out.alt.replyJSON)
-	}
-	args = append(args, string(out.replyJSON), altReply, in.cfg.ConsumerGroup, entryID, messages.ReplyField)
+	args = append(args, out.replyJSON, out.alt.replyJSON, in.cfg.ConsumerGroup, entryID, messages.ReplyField)
 	keys := []string{key, out.replyTo, in.cfg.CaseStream}
 	res := in.batch.Do(ctx, in.client.B().Evalsha().Sha1(finishSHA).Numkeys(3).Key(keys...).Arg(args...).Build())
 	if ve, ok := valkey.IsValkeyErr(res.Error()); ok && ve.IsNoScript() {
@@ -406,75 +475,104 @@ func (in *Intake) errorKey(messageID string) string {
 // (consumer.Retry).
 func (in *Intake) handle(ctx context.Context, e valkey.XRangeEntry, deliveries int64) consumer.Verdict {
 	start := time.Now()
+	m := in.read(e)
 	if deliveries == 1 {
 		// Counted once, at its first delivery (1 only for an XREADGROUP of
 		// new entries; reclaims and re-reads count more, 0 is unknown), so
 		// that at rest the answered messages add up to the received ones.
-		in.report.Received(in.entryType(e))
+		in.report.Received(in.typeOf(&m))
 	}
 	in.report.HandlingStarted()
 	defer in.report.HandlingEnded()
 	hctx, span := in.startStep(ctx, "handle")
-	out, typ, err := in.decide(hctx, e)
+	out, typ, err := in.decide(hctx, e, &m)
 	endStep(span, err)
-	// The message's fields, passed to each line (cheaper than Logger.With
-	// on the path every message takes), built only for a line logged.
-	log := func(level zapcore.Level, msg string, more ...zap.Field) {
-		if ce := in.log.Check(level, msg); ce != nil {
-			fields := make([]zap.Field, 0, 3+len(more))
-			fields = append(fields, zap.String("entry_id", e.ID), zap.String("message_id", out.reply.MessageID), zap.String("type", typ))
-			ce.Write(append(fields, more...)...)
-		}
-	}
 	if err != nil {
-		in.noteMessage(ctx, out, typ, err)
+		in.noteMessage(ctx, &out, typ, err)
 		if ctx.Err() != nil {
-			log(zap.InfoLevel, "handling interrupted by shutdown; the message stays pending")
+			in.logMessage(zap.InfoLevel, "handling interrupted by shutdown; the message stays pending", e.ID, &out, typ)
 			return consumer.Retry(nil)
 		}
 		in.report.Transient(typ)
-		log(zap.WarnLevel, "transient failure; the message stays pending", zap.Int64("deliveries", deliveries), zap.Error(err))
+		in.logMessage(zap.WarnLevel, "transient failure; the message stays pending", e.ID, &out, typ, zap.Int64("deliveries", deliveries), zap.Error(err))
 		if out.reply.MessageID != "" {
 			in.noteError(ctx, out.reply.MessageID, err)
 		}
 		return consumer.Retry(err)
 	}
 	if err := in.finish(ctx, e.ID, &out); err != nil {
-		in.noteMessage(ctx, out, typ, err)
+		in.noteMessage(ctx, &out, typ, err)
 		in.report.Transient(typ)
-		log(zap.WarnLevel, "reply or ack failed; the message stays pending", zap.Int64("deliveries", deliveries), zap.Error(err))
+		in.logMessage(zap.WarnLevel, "reply or ack failed; the message stays pending", e.ID, &out, typ, zap.Int64("deliveries", deliveries), zap.Error(err))
 		if out.reply.MessageID != "" {
 			in.noteError(ctx, out.reply.MessageID, err) // for its dead letter
 		}
 		return consumer.Retry(err)
 	}
-	in.noteMessage(ctx, out, typ, nil)
+	in.noteMessage(ctx, &out, typ, nil)
 	in.report.Answered(typ, out.reply.Status, time.Since(start))
 	if out.reply.Code != "" {
-		log(zap.InfoLevel, "message answered", zap.String("status", string(out.reply.Status)), zap.String("code", string(out.reply.Code)))
+		in.logMessage(zap.InfoLevel, "message answered", e.ID, &out, typ, zap.String("status", string(out.reply.Status)), zap.String("code", string(out.reply.Code)))
 	} else {
-		log(zap.InfoLevel, "message answered", zap.String("status", string(out.reply.Status)))
+		in.logMessage(zap.InfoLevel, "message answered", e.ID, &out, typ, zap.String("status", string(out.reply.Status)))
 	}
 	return consumer.Acked()
 }
 
-// decide works out the reply for entry e (doing the work when needed). Its
-// error is a transient failure: nothing is replied or acked.
-func (in *Intake) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, string, error) {
+// logMessage logs msg at level with the message's fields (its entry id,
+// message id and type) and more, passed to the line (cheaper than
+// Logger.With on the path every message takes) and built only for a line
+// logged.
+func (in *Intake) logMessage(level zapcore.Level, msg, entryID string, out *outcome, typ string, more ...zap.Field) {
+	if ce := in.log.Check(level, msg); ce != nil {
+		fields := make([]zap.Field, 0, 3+len(more))
+		fields = append(fields, zap.String("entry_id", entryID), zap.String("message_id", out.reply.MessageID), zap.String("type", typ))
+		ce.Write(append(fields, more...)...)
+	}
+}
+
+// entryMessage is what handle reads of an entry before anything else, once
+// for both the count of received messages (typeOf) and decide: its message
+// field and, when there is one within PYRULA_MAX_MESSAGE_BYTES, the
+// envelope Parse reads from it.
+type entryMessage struct {
+	raw string
+	// has says the entry has a message field; parsed, that it was parsed
+	// (env and err are Parse's).
+	has, parsed bool
+	env         messages.Envelope
+	err         error
+}
+
+// read reads entry e's message (entryMessage).
+func (in *Intake) read(e valkey.XRangeEntry) entryMessage {
+	var m entryMessage
+	m.raw, m.has = e.FieldValues[messages.MessageField]
+	if m.has && len(m.raw) <= in.cfg.MaxMessageBytes {
+		m.env, m.err = envelope.Parse(m.raw)
+		m.parsed = true
+	}
+	return m
+}
+
+// decide works out the reply for entry e, whose message is m (doing the
+// work when needed). Its error is a transient failure: nothing is replied
+// or acked.
+func (in *Intake) decide(ctx context.Context, e valkey.XRangeEntry, m *entryMessage) (outcome, string, error) {
 	out := outcome{replyTo: in.cfg.ReplyStream}
 	refuse := func(code messages.Code, format string, args ...any) (outcome, string, error) {
 		out.reply.Status, out.reply.Code, out.reply.Message = messages.StatusRefused, code, fmt.Sprintf(format, args...)
 		return out, string(out.reply.Type), nil
 	}
 	out.reply.EntryID = e.ID
-	raw, ok := e.FieldValues[messages.MessageField]
-	if !ok {
+	raw := m.raw
+	if !m.has {
 		return refuse(messages.InvalidOverrides, "entry %s has no %q field", e.ID, messages.MessageField)
 	}
-	if len(raw) > in.cfg.MaxMessageBytes {
+	if !m.parsed {
 		return refuse(messages.InvalidOverrides, "entry %s is %d bytes, over PYRULA_MAX_MESSAGE_BYTES (%d); not read", e.ID, len(raw), in.cfg.MaxMessageBytes)
 	}
-	env, err := envelope.Parse(raw)
+	env, err := m.env, m.err
 	if err != nil {
 		return refuse(messages.InvalidOverrides, "entry %s is not a JSON envelope: %v", e.ID, err)
 	}
@@ -498,6 +596,7 @@ func (in *Intake) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, st
 		return refuse(messages.InvalidOverrides, "body: %v", err)
 	}
 	key := in.recordKey(env.MessageID)
+	out.idKey = key
 	// A delete looks in its store before it claims the message id, so
 	// that its claim notes a bundle found and, when there is nothing to
 	// delete, the claim is the answer (deleteCaseBundle). A body it
@@ -569,23 +668,18 @@ func (in *Intake) decide(ctx context.Context, e valkey.XRangeEntry) (outcome, st
 	return out, string(env.Type), nil
 }
 
-// entryType is the type entry e's outcome will be counted under by
-// handle: "" for an entry that decide refuses before it reads the type (no
-// message field, too large, not a JSON envelope, reply_to the message
-// stream, unusable message_id), else its type as the envelope gives it. It
-// mirrors the order of decide's checks, so that received and answered
-// messages add up by type too, and it allocates nothing for a typical
-// entry (envelope.PeekHeader).
-func (in *Intake) entryType(e valkey.XRangeEntry) string {
-	raw, ok := e.FieldValues[messages.MessageField]
-	if !ok || len(raw) > in.cfg.MaxMessageBytes {
+// typeOf is the type the outcome of an entry whose message is m will be
+// counted under by handle: "" for an entry that decide refuses before it
+// reads the type (no message field, too large, not a JSON envelope,
+// reply_to the message stream, unusable message_id), else its type as the
+// envelope gives it. It mirrors the order of decide's checks, so that
+// received and answered messages add up by type too, and it allocates
+// nothing: the envelope is read once, for it and decide (read).
+func (in *Intake) typeOf(m *entryMessage) string {
+	if !m.parsed || m.err != nil || m.env.ReplyTo == in.cfg.CaseStream || checkMessageID(m.env.MessageID) != nil {
 		return ""
 	}
-	env, ok := envelope.PeekHeader(raw)
-	if !ok || env.ReplyTo == in.cfg.CaseStream || checkMessageID(env.MessageID) != nil {
-		return ""
-	}
-	return env.Type
+	return string(m.env.Type)
 }
 
 // maxMessageIDBytes is the longest message_id accepted.
@@ -625,28 +719,28 @@ func checkMessageID(id string) error {
 // delete_case_bundle found when bundlePresent) at idempotency record key
 // unless there is one (SET NX GET), and returns the one there (found) if
 // any, with its reply's bytes when decodeRecord gives them.
-func (in *Intake) claimRecord(ctx context.Context, key, bodyHash string, bundlePresent bool) (record, []byte, bool, error) {
+func (in *Intake) claimRecord(ctx context.Context, key, bodyHash string, bundlePresent bool) (record, string, bool, error) {
 	cmd := in.client.B().Set().Key(key).Value(startedRecord(bodyHash, bundlePresent)).Nx().Get().Px(in.cfg.IdempotencyTTL).Build()
 	s, err := in.batch.Do(ctx, cmd).ToString()
 	if valkey.IsValkeyNil(err) {
-		return record{}, nil, false, nil
+		return record{}, "", false, nil
 	}
 	if err != nil {
-		return record{}, nil, false, fmt.Errorf("claim the idempotency record %s: %w", key, err)
+		return record{}, "", false, fmt.Errorf("claim the idempotency record %s: %w", key, err)
 	}
 	r, replyJSON, err := decodeRecord(s)
 	if err != nil {
-		return record{}, nil, false, fmt.Errorf("decode the idempotency record %s: %w", key, err)
+		return record{}, "", false, fmt.Errorf("decode the idempotency record %s: %w", key, err)
 	}
 	return r, replyJSON, true, nil
 }
 
-// duplicate is out answered with reply (encoded: replyJSON, when not nil),
+// duplicate is out answered with reply (encoded: replyJSON, when not ""),
 // the recorded reply of its message id (key) and body. With PYRULA_WAIT_REPLICAS, finish goes through the
 // record again (it is there, so it keeps this reply) so that WAIT holds a
 // duplicate's ack too: the first delivery may have failed in that WAIT.
 // Without it there is nothing to write: reply and ack.
-func (in *Intake) duplicate(out outcome, reply messages.Reply, replyJSON []byte, key, bodyHash string) outcome {
+func (in *Intake) duplicate(out outcome, reply messages.Reply, replyJSON string, key, bodyHash string) outcome {
 	in.report.Duplicate()
 	out.reply, out.replyJSON = reply, replyJSON
 	if in.cfg.WaitReplicas > 0 {
@@ -669,13 +763,15 @@ func (in *Intake) duplicate(out outcome, reply messages.Reply, replyJSON []byte,
 // same reply (a reply stream may then hold it twice; clients take the
 // first of a message id).
 func (in *Intake) finish(ctx context.Context, entryID string, out *outcome) error {
-	ctx = context.WithoutCancel(ctx)
 	if in.oneWrite {
+		// The batcher's round trips run to their end whatever ctx says
+		// (batch.Batcher.Do).
 		if done, err := in.finishInOne(ctx, entryID, out); done || err != nil {
 			return err
 		}
 		out.key = "" // a record was there, and out holds what to reply
 	}
+	ctx = context.WithoutCancel(ctx)
 	if in.cfg.WaitReplicas > 0 {
 		// The writes that wait for replicas go on connections of their
 		// own; the batcher bounds its round trips itself (Config.Timeout).
@@ -703,14 +799,14 @@ func (in *Intake) finish(ctx context.Context, entryID string, out *outcome) erro
 
 // publish XADDs out's reply to its reply stream.
 func (in *Intake) publish(ctx context.Context, out *outcome) error {
-	raw := out.replyJSON
-	if raw == nil {
-		var err error
-		if raw, err = envelope.EncodeReply(out.reply); err != nil {
+	if out.replyJSON == "" {
+		raw, err := envelope.EncodeReply(out.reply)
+		if err != nil {
 			return fmt.Errorf("encode the reply: %w", err)
 		}
+		out.replyJSON = string(raw)
 	}
-	cmd := in.client.B().Xadd().Key(out.replyTo).Id("*").FieldValue().FieldValue(messages.ReplyField, string(raw)).Build()
+	cmd := in.client.B().Xadd().Key(out.replyTo).Id("*").FieldValue().FieldValue(messages.ReplyField, out.replyJSON).Build()
 	var err error
 	if in.replicas.On() {
 		// The reply on the replicas before the ack: a failover of the

@@ -148,6 +148,8 @@ type Intake struct {
 	// oneWrite: a message's record, reply and ack are one script (a single
 	// Valkey, no PYRULA_WAIT_REPLICAS, no traces; finish).
 	oneWrite bool
+	// ttl is IdempotencyTTL as the records' PX argument (ttlArg).
+	ttl string
 }
 
 // New returns the intake with its consumer.
@@ -159,6 +161,7 @@ func New(cfg Config, deps Deps) (*Intake, error) {
 		saves:      make(chan struct{}, max(cfg.SaveConcurrency, 1)),
 		replicas:   replicas.Waiter{Client: deps.Client, N: cfg.WaitReplicas, Timeout: cfg.WaitTimeout},
 		oneWrite:   deps.Client.Mode() != valkey.ClientModeCluster && cfg.WaitReplicas <= 0 && deps.Tracer == nil,
+		ttl:        ttlArg(cfg.IdempotencyTTL),
 	}
 	c, err := in.newConsumer()
 	if err != nil {

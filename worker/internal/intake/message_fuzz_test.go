@@ -319,7 +319,9 @@ func FuzzDecide(f *testing.F) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		out, _, err := in.decide(ctx, valkey.XRangeEntry{ID: "1-0", FieldValues: map[string]string{messages.MessageField: raw}})
+		e := valkey.XRangeEntry{ID: "1-0", FieldValues: map[string]string{messages.MessageField: raw}}
+		m := in.read(e)
+		out, _, err := in.decide(ctx, e, &m)
 		if err != nil {
 			t.Fatalf("decide %q: transient error %v", raw, err)
 		}

@@ -1,7 +1,6 @@
 package intake
 
 import (
-	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -35,7 +34,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil {
 			t.Fatalf("%s: %v", s, err)
 		}
-		if replyJSON != nil && !bytes.Equal(replyJSON, raw) {
+		if replyJSON != "" && replyJSON != string(raw) {
 			t.Fatalf("%s: reply bytes %s, want %s", s, replyJSON, raw)
 		}
 		if string(got.Reply.Result) != string(want.Reply.Result) {
@@ -56,8 +55,51 @@ func TestDecodeRecordQuickPath(t *testing.T) {
 		{MessageID: "m-2", Type: messages.SaveCase, Status: messages.StatusRefused, Code: messages.InvalidOverrides, Message: "run_id is missing"},
 	} {
 		raw, _ := envelope.EncodeReply(r)
-		if _, replyJSON, err := decodeRecord(recordOf(strings.Repeat("0", 64), raw)); err != nil || replyJSON == nil {
+		if _, replyJSON, err := decodeRecord(recordOf(strings.Repeat("0", 64), raw)); err != nil || replyJSON == "" {
 			t.Errorf("%s: quick path not taken (%v)", raw, err)
+		}
+	}
+}
+
+// TestRecordStrings: the strings finish writes, built in one allocation by
+// encode and answerDelete, are the started prefix and answered records
+// (startedPrefix, startedRecord, recordOf) of the replies they hold.
+func TestRecordStrings(t *testing.T) {
+	h := strings.Repeat("ab", 32)
+	in := &Intake{}
+	for _, id := range []string{"m-1", "m<1>", "m-é"} { // "<" and "é": json.Marshal's path
+		out, _, err := in.answerDelete(outcome{reply: messages.Reply{MessageID: id}}, "ns:msg:{"+id+"}", h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := messages.Reply{MessageID: id, Type: messages.DeleteCaseBundle, Status: messages.StatusOK, Result: json.RawMessage(`{"deleted":false}`)}
+		raw, _ := json.Marshal(r)
+		r.Result = json.RawMessage(`{"deleted":true}`)
+		alt, _ := json.Marshal(r)
+		for _, c := range [][2]string{
+			{out.prefix, startedPrefix(h)}, {out.record, recordOf(h, raw)}, {out.replyJSON, string(raw)},
+			{out.alt.over, startedRecord(h, true)}, {out.alt.record, recordOf(h, alt)}, {out.alt.replyJSON, string(alt)},
+			{string(out.alt.result), `{"deleted":true}`},
+		} {
+			if c[0] != c[1] {
+				t.Errorf("%s: %s, want %s", id, c[0], c[1])
+			}
+		}
+		if !out.unclaimed || out.key == "" || out.bodyHash != h {
+			t.Errorf("%s: outcome %+v", id, out)
+		}
+
+		o := outcome{reply: messages.Reply{MessageID: id, Type: messages.SaveCase, Status: messages.StatusOK, Result: json.RawMessage(`{"a":1}`)}, key: "k", bodyHash: h}
+		if err := o.encode(); err != nil {
+			t.Fatal(err)
+		}
+		raw, _ = json.Marshal(o.reply)
+		if o.prefix != startedPrefix(h) || o.record != recordOf(h, raw) || o.replyJSON != string(raw) {
+			t.Errorf("%s: encode gave %s, %s, %s", id, o.prefix, o.record, o.replyJSON)
+		}
+		o = outcome{reply: o.reply, replyJSON: string(raw)} // no record: the reply alone
+		if err := o.encode(); err != nil || o.replyJSON != string(raw) || o.record != "" {
+			t.Errorf("%s: encode without a key gave %s, %s (%v)", id, o.replyJSON, o.record, err)
 		}
 	}
 }

@@ -94,7 +94,7 @@ func endStep(span trace.Span, err error) {
 // noteMessage names ctx's message span after the message (its type) and
 // sets what its handling decided: the message id, the reply's status and
 // code, or the transient failure that left it pending.
-func (in *Intake) noteMessage(ctx context.Context, out outcome, typ string, err error) {
+func (in *Intake) noteMessage(ctx context.Context, out *outcome, typ string, err error) {
 	if in.deps.Tracer == nil {
 		return
 	}
