@@ -3,9 +3,11 @@ package bundle
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -49,7 +51,22 @@ func readWhole(br *bufio.Reader, length int64, opts Options) (c *Canonical, err 
 	if length > limit && enc == EncodingZstd {
 		return nil, nil, false
 	}
-	raw, complete, err := readAtMost(br, length, readLimit)
+	// A large plain input is read, and a large blob decompressed, into a
+	// spill (Options.SpillDir) instead of the heap.
+	var sp *spill
+	if opts.SpillDir != "" && expectedSize(br, enc, length) >= cmp.Or(opts.spillAt, spillFrom) {
+		sp, _ = openSpill(opts.SpillDir, limit+overRead(limit)+1)
+		// raw and src may be its bytes: it must outlive the general path
+		// over them too.
+		defer runtime.KeepAlive(sp)
+	}
+	var raw []byte
+	var complete bool
+	if enc == EncodingPlain && sp != nil {
+		raw, complete, err = sp.readAtMost(br, readLimit)
+	} else {
+		raw, complete, err = readAtMost(br, length, readLimit)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bundle: read: %w", err), true
 	}
@@ -64,6 +81,10 @@ func readWhole(br *bufio.Reader, length int64, opts Options) (c *Canonical, err 
 	switch {
 	case enc == EncodingZstd && !complete:
 		return rest()
+	case enc == EncodingZstd && sp != nil:
+		if src, err = sp.decompressAtMost(raw, limit+overRead(limit)); err != nil {
+			return rest()
+		}
 	case enc == EncodingZstd:
 		if src, err = decompressAtMost(raw, limit, limit+overRead(limit)); err != nil {
 			return rest()
@@ -76,7 +97,7 @@ func readWhole(br *bufio.Reader, length int64, opts Options) (c *Canonical, err 
 		src = nil
 		return rest()
 	}
-	if c, ok := readCanonicalFast(src, opts); ok {
+	if c, ok := readCanonicalFast(src, opts, sp); ok {
 		c.encoding = enc
 		return c, nil, true
 	}
@@ -221,17 +242,33 @@ const hashAsideFrom = 256 << 10
 // path does and uses src itself as the canonical buffer. ok is false on
 // anything unexpected, including every error: the general path then gives
 // the verdict.
-func readCanonicalFast(src []byte, opts Options) (c *Canonical, ok bool) {
+func readCanonicalFast(src []byte, opts Options, sp *spill) (c *Canonical, ok bool) {
 	maxCanonical := opts.maxCanonical()
 	if int64(len(src)) > maxCanonical || !bytes.HasPrefix(src, []byte(canonicalHead)) {
 		return nil, false
 	}
 	r := newFastReader(src, maxCanonical)
+	r.spill = sp
 	if len(src) >= hashAsideFrom {
 		// Accepted, src is the canonical bytes as they are: hash them on a
 		// second core while they are checked (finish takes the result).
 		sum := make(chan Hash, 1)
-		go func() { sum <- HashBytes(src) }()
+		go func() {
+			if sp == nil {
+				sum <- HashBytes(src)
+				return
+			}
+			// Spilled: in pieces, each counted, so that its pages are
+			// handed back as they are hashed.
+			h := newHasher()
+			for rest := src; len(rest) > 0; {
+				n := min(len(rest), spillPiece)
+				h.Write(rest[:n])
+				sp.touch(n)
+				rest = rest[n:]
+			}
+			sum <- hashOf(h)
+		}()
 		r.srcHash = sum
 	}
 	if !r.scanFast(nil) {
@@ -274,9 +311,14 @@ func newFastReader(src []byte, maxCanonical int64) *reader {
 // valid (see canonicalPrefix).
 func (r *reader) scanFast(progress *int) bool {
 	s := canonjson.NewScanner(r.buf)
+	counted := 0 // how far the bytes scanned have been counted in a spill
 	done := func() {
 		if progress != nil {
 			*progress = s.Pos()
+		}
+		if r.spill != nil {
+			r.spill.touch(s.Pos() - counted)
+			counted = s.Pos()
 		}
 	}
 	if !s.Skip(canonicalHead) {
@@ -335,4 +377,19 @@ func (r *reader) scanFast(progress *int) bool {
 	}
 	done()
 	return true
+}
+
+// expectedSize returns the canonical size a plain input or a blob will
+// have, as far as it can tell at once: the length of a plain file, the
+// content size in a blob's frame header; 0 when it cannot tell.
+func expectedSize(br *bufio.Reader, enc Encoding, length int64) int64 {
+	if enc == EncodingPlain {
+		return length
+	}
+	head, _ := br.Peek(zstd.HeaderMaxSize)
+	var h zstd.Header
+	if h.Decode(head) == nil && h.HasFCS {
+		return int64(min(h.FrameContentSize, 1<<62))
+	}
+	return 0
 }

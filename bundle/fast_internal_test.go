@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
@@ -23,7 +24,7 @@ func TestReadFastTakesCanonical(t *testing.T) {
 			t.Fatal(err)
 		}
 		canon = bytes.TrimRight(canon, "\n")
-		if _, ok := readCanonicalFast(canon, Options{}); !ok {
+		if _, ok := readCanonicalFast(canon, Options{}, nil); !ok {
 			t.Errorf("%s: the fast path refused the canonical bytes", name)
 		}
 		for _, in := range [][]byte{canon, zstdOf(canon)} {
@@ -66,21 +67,35 @@ func FuzzReadFast(f *testing.F) {
 		opts := Options{MaxCanonicalSize: 1 << 20, MaxInputSize: 4 << 20}
 		general := opts
 		general.general = true
+		// The fast path spilled from the first byte (plain input read, a
+		// blob decompressed, into the spill) gives the same.
+		spilled := opts
+		spilled.SpillDir, spilled.spillAt, spilled.Compress = t.TempDir(), 1, true
 		for _, src := range [][]byte{in, zstdOf(in)} {
-			got, gotErr := Read(bytes.NewReader(src), opts)
 			want, wantErr := Read(bytes.NewReader(src), general)
-			if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
-				t.Fatalf("fast path error %v, general path error %v", gotErr, wantErr)
-			}
-			if gotErr != nil {
-				continue
-			}
-			if !bytes.Equal(got.Bytes(), want.Bytes()) || got.Hash() != want.Hash() || got.Size() != want.Size() ||
-				got.Encoding() != want.Encoding() || !reflect.DeepEqual(got.Summary(), want.Summary()) ||
-				!reflect.DeepEqual(got.Manifest(), want.Manifest()) {
-				t.Fatalf("fast path differs:\n%s\n%s", got.Bytes(), want.Bytes())
+			for _, o := range []Options{opts, spilled} {
+				got, gotErr := Read(bytes.NewReader(src), o)
+				if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+					t.Fatalf("fast path (spill %q) error %v, general path error %v", o.SpillDir, gotErr, wantErr)
+				}
+				if gotErr != nil {
+					continue
+				}
+				if !bytes.Equal(got.Bytes(), want.Bytes()) || got.Hash() != want.Hash() || got.Size() != want.Size() ||
+					got.Encoding() != want.Encoding() || !reflect.DeepEqual(got.Summary(), want.Summary()) ||
+					!reflect.DeepEqual(got.Manifest(), want.Manifest()) {
+					t.Fatalf("fast path (spill %q) differs:\n%s\n%s", o.SpillDir, got.Bytes(), want.Bytes())
+				}
+				var blob bytes.Buffer
+				if err := got.WriteBlob(&blob); err != nil {
+					t.Fatal(err)
+				}
+				if back, err := testDecoder.DecodeAll(blob.Bytes(), nil); err != nil || !bytes.Equal(back, want.Bytes()) {
+					t.Fatalf("fast path (spill %q): the blob does not decompress to the canonical bytes (%v)", o.SpillDir, err)
+				}
 			}
 		}
+		runtime.GC() // the spills are unmapped and their files closed once collected
 	})
 }
 
@@ -96,7 +111,7 @@ func TestReadFastHashesAside(t *testing.T) {
 	if len(canon) < hashAsideFrom {
 		t.Fatalf("the test bundle is %d bytes, under %d", len(canon), hashAsideFrom)
 	}
-	fast, ok := readCanonicalFast(canon, Options{})
+	fast, ok := readCanonicalFast(canon, Options{}, nil)
 	if !ok || fast.Hash() != g.Hash() || fast.Hash() != HashBytes(canon) {
 		t.Fatalf("fast path: ok %v, hash %s, want %s", ok, fast.Hash(), g.Hash())
 	}
@@ -190,12 +205,16 @@ func TestReadFastOverLimitAgrees(t *testing.T) {
 		opts := Options{MaxCanonicalSize: limit}
 		general := opts
 		general.general = true
+		spilled := opts
+		spilled.SpillDir, spilled.spillAt = t.TempDir(), 1
 		for _, src := range [][]byte{in, zstdOf(in)} {
 			_, want := Read(bytes.NewReader(src), general)
-			for _, r := range []io.Reader{bytes.NewReader(src), counted{bytes.NewReader(src)}} {
-				_, got := Read(r, opts)
-				if got == nil || want == nil || got.Error() != want.Error() {
-					t.Errorf("%s (%T): fast path %v, general path %v", name, r, got, want)
+			for _, o := range []Options{opts, spilled} {
+				for _, r := range []io.Reader{bytes.NewReader(src), counted{bytes.NewReader(src)}} {
+					_, got := Read(r, o)
+					if got == nil || want == nil || got.Error() != want.Error() {
+						t.Errorf("%s (%T, spill %q): fast path %v, general path %v", name, r, o.SpillDir, got, want)
+					}
 				}
 			}
 		}

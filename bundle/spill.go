@@ -1,7 +1,10 @@
 package bundle
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"sync/atomic"
@@ -195,4 +198,36 @@ func (c *Canonical) writeAside() (Hash, pieces, error) {
 		return "", nil, fmt.Errorf("bundle: compress: %w", err)
 	}
 	return hashOf(h), blob, nil
+}
+
+// readAtMost reads r into the spill to its end when it holds at most limit
+// bytes (complete), else its first limit+1 bytes, as readAtMost does into
+// the heap, handing pages back as it goes.
+func (s *spill) readAtMost(r io.Reader, limit int64) (data []byte, complete bool, err error) {
+	end := min(limit+1, int64(len(s.mem)))
+	n := 0
+	for int64(n) < end {
+		m, err := r.Read(s.mem[n:min(int64(n)+spillPiece, end)])
+		n += m
+		s.wrote(n)
+		switch {
+		case errors.Is(err, io.EOF):
+			return s.mem[:n], int64(n) <= limit, nil
+		case err != nil:
+			return nil, false, err
+		}
+	}
+	return s.mem[:n], false, nil
+}
+
+// decompressAtMost decompresses a zstd blob into the spill: all of it when
+// it is at most max bytes, else its first bytes, more than max.
+func (s *spill) decompressAtMost(blob []byte, max int64) ([]byte, error) {
+	dec, err := newZstdDecoder(bytes.NewReader(blob), max)
+	if err != nil {
+		return nil, err
+	}
+	defer dec.Close()
+	out, _, err := s.readAtMost(dec, max)
+	return out, err
 }
