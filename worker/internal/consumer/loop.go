@@ -522,17 +522,50 @@ func (l *loop) start(d Delivery, fn Handler) {
 		return
 	}
 	d.c = c
-	work := l.work
 	c.inflight.Add(1)
-	c.spawn(func() {
-		defer c.inflight.Done()
-		v := fn(work, d)
-		if v.Acked() || work.Err() != nil || !c.StillMine(work, d.Entry.ID) {
-			c.Done(d.Entry.ID)
-			return
-		}
-		c.Park(d.Entry.ID)
-	})
+	j := getJob()
+	j.d, j.fn, j.work = d, fn, l.work
+	c.spawn(j.run)
+}
+
+// job is one handler call of start: delivery d handed to fn under work on
+// a goroutine of Deps.Go. Jobs are recycled with their run func bound
+// once, so that handing an entry to a goroutine allocates nothing.
+type job struct {
+	d    Delivery
+	fn   Handler
+	work context.Context
+	run  func() // j.do
+}
+
+// jobs recycles jobs.
+var jobs sync.Pool
+
+// getJob returns a recycled job, or a new one.
+func getJob() *job {
+	if j, ok := jobs.Get().(*job); ok {
+		return j
+	}
+	j := new(job)
+	j.run = j.do
+	return j
+}
+
+// do runs the job, which it recycles first, and carries out its verdict:
+// the slot is released once the entry is acked, no longer pending to this
+// consumer, or work is done; else the entry is parked with it.
+func (j *job) do() {
+	d, fn, work := j.d, j.fn, j.work
+	*j = job{run: j.run}
+	jobs.Put(j)
+	c := d.c
+	defer c.inflight.Done()
+	v := fn(work, d)
+	if v.Acked() || work.Err() != nil || !c.StillMine(work, d.Entry.ID) {
+		c.Done(d.Entry.ID)
+		return
+	}
+	c.Park(d.Entry.ID)
 }
 
 // cmpOr returns d, or def when d is not positive.
