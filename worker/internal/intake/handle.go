@@ -255,6 +255,9 @@ type outcome struct {
 	// Set by encode (answerDelete), they follow the reply: whatever changes
 	// the reply empties record.
 	prefix, record string
+	// answered says the reply is out and the entry acked already: the
+	// claim's script repeated the recorded reply (claimRecord).
+	answered bool
 	// unclaimed says the message id was not claimed before the work
 	// (answerDelete): writing the record is the claim, so another body's
 	// record there refuses the message, and this body's recorded reply
@@ -621,15 +624,23 @@ func (in *Intake) decide(ctx context.Context, e valkey.XRangeEntry, m *entryMess
 	// delivery still working, or one that died) lets the work run again
 	// (it is idempotent), and the first reply recorded is every
 	// delivery's reply.
-	prev, prevJSON, found, err := in.claimRecord(ctx, key, bodyHash, del.present)
+	// On a single Valkey without PYRULA_WAIT_REPLICAS or traces, the
+	// claim repeats a recorded reply of this body itself (claimLua).
+	cl, err := in.claimRecord(ctx, key, bodyHash, del.present, out.replyTo, e.ID)
 	if err != nil {
 		return out, string(env.Type), err
+	}
+	prev, found := cl.rec, cl.found
+	if cl.answered {
+		out = in.duplicate(out, prev.Reply, cl.replyJSON, key, bodyHash)
+		out.answered = true
+		return out, string(env.Type), nil
 	}
 	if found && prev.BodyHash != bodyHash {
 		return refuse(messages.InvalidOverrides, reusedIDFormat, env.MessageID)
 	}
 	if found && prev.State != stateStarted {
-		return in.duplicate(out, prev.Reply, prevJSON, key, bodyHash), string(env.Type), nil
+		return in.duplicate(out, prev.Reply, cl.replyJSON, key, bodyHash), string(env.Type), nil
 	}
 	if storeErr != nil {
 		return out, string(env.Type), storeErr
@@ -715,24 +726,98 @@ func checkMessageID(id string) error {
 	return nil
 }
 
+// claim is what claimRecord found at the idempotency record key: the
+// record there, if any (found), with its reply's text when decodeRecord
+// gives it; answered says that the claim's script (claimLua) published
+// that reply and acked the entry.
+type claim struct {
+	rec             record
+	replyJSON       string
+	found, answered bool
+}
+
+// claimLua is claimRecord in one script on a single Valkey without
+// PYRULA_WAIT_REPLICAS or traces (oneWrite): SET NX GET of the started
+// record ARGV[1] (PX ARGV[2]) at KEYS[1], and the answer of a duplicate
+// as finishLua gives it, in the same script. Over a record that begins
+// with ARGV[3] ({"body_hash":"<the caller's body hash>","reply":, an
+// answered record of the caller's body), it XADDs the recorded reply
+// (what follows ARGV[3], without the record's closing brace) to KEYS[2]
+// as field ARGV[6] and XACKs entry ARGV[5] of KEYS[3] for group ARGV[4],
+// and returns the record in a one-element array; over any other record
+// it returns the record, writing nothing; where there is none it writes
+// ARGV[1] and returns false.
+const claimLua = `
+local cur = redis.call('GET', KEYS[1])
+if not cur then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return false
+end
+local n = string.len(ARGV[3])
+if string.sub(cur, 1, n) == ARGV[3] and string.sub(cur, -1) == '}' then
+  redis.call('XADD', KEYS[2], '*', ARGV[6], string.sub(cur, n + 1, -2))
+  redis.call('XACK', KEYS[3], ARGV[4], ARGV[5])
+  return {cur}
+end
+return cur
+`
+
+var claimSHA = func() string {
+	sum := sha1.Sum([]byte(claimLua))
+	return hex.EncodeToString(sum[:])
+}()
+
 // claimRecord writes the started record of bodyHash (noting the bundle of a
 // delete_case_bundle found when bundlePresent) at idempotency record key
-// unless there is one (SET NX GET), and returns the one there (found) if
-// any, with its reply's bytes when decodeRecord gives them.
-func (in *Intake) claimRecord(ctx context.Context, key, bodyHash string, bundlePresent bool) (record, string, bool, error) {
-	cmd := in.client.B().Set().Key(key).Value(startedRecord(bodyHash, bundlePresent)).Nx().Get().Px(in.cfg.IdempotencyTTL).Build()
-	s, err := in.batch.Do(ctx, cmd).ToString()
+// unless there is one (SET NX GET), and returns the one there if any. When
+// the intake finishes a message in one script (oneWrite), the claim is a
+// script too (claimLua), which also answers over an answered record of
+// bodyHash: it publishes the recorded reply to replyTo and acks entry
+// entryID, so that a duplicate takes one round trip, as finishInOne's
+// would (the record was written before that reply, as before every
+// reply, and the ack follows it).
+func (in *Intake) claimRecord(ctx context.Context, key, bodyHash string, bundlePresent bool, replyTo, entryID string) (claim, error) {
+	// The started record and, for claimLua, how an answered record of
+	// bodyHash begins, in one allocation.
+	tail := `"}`
+	if bundlePresent {
+		tail = `","bundle_present":true}`
+	}
+	both := startedHead + bodyHash + tail + answeredHead + bodyHash + replyMember
+	started, head := both[:len(startedHead)+len(bodyHash)+len(tail)], both[len(startedHead)+len(bodyHash)+len(tail):]
+	var res valkey.ValkeyResult
+	if in.oneWrite {
+		keys := []string{key, replyTo, in.cfg.CaseStream}
+		args := []string{started, in.ttl, head, in.cfg.ConsumerGroup, entryID, messages.ReplyField}
+		res = in.batch.Do(ctx, in.client.B().Evalsha().Sha1(claimSHA).Numkeys(3).Key(keys...).Arg(args...).Build())
+		if ve, ok := valkey.IsValkeyErr(res.Error()); ok && ve.IsNoScript() {
+			res = in.batch.Do(ctx, in.client.B().Eval().Script(claimLua).Numkeys(3).Key(keys...).Arg(args...).Build())
+		}
+	} else {
+		res = in.batch.Do(ctx, in.client.B().Set().Key(key).Value(started).Nx().Get().Px(in.cfg.IdempotencyTTL).Build())
+	}
+	var cl claim
+	s, err := res.ToString()
+	if arr, aerr := res.ToArray(); aerr == nil && len(arr) == 1 {
+		s, err = arr[0].ToString()
+		cl.answered = true
+	}
 	if valkey.IsValkeyNil(err) {
-		return record{}, "", false, nil
+		return claim{}, nil
 	}
 	if err != nil {
-		return record{}, "", false, fmt.Errorf("claim the idempotency record %s: %w", key, err)
+		return claim{}, fmt.Errorf("claim the idempotency record %s: %w", key, err)
 	}
-	r, replyJSON, err := decodeRecord(s)
-	if err != nil {
-		return record{}, "", false, fmt.Errorf("decode the idempotency record %s: %w", key, err)
+	if cl.rec, cl.replyJSON, err = decodeRecord(s); err != nil {
+		// Answered (a record only a hand could have damaged): the reply
+		// is out and the entry acked, and the failure is reported.
+		return claim{}, fmt.Errorf("decode the idempotency record %s: %w", key, err)
 	}
-	return r, replyJSON, true, nil
+	cl.found = true
+	if cl.answered {
+		in.report.Healthy()
+	}
+	return cl, nil
 }
 
 // duplicate is out answered with reply (encoded: replyJSON, when not ""),
@@ -752,7 +837,7 @@ func (in *Intake) duplicate(out outcome, reply messages.Reply, replyJSON string,
 // finish records the reply (when out.key is set; if another delivery
 // recorded one first, its reply is used, so every reply of a message id is
 // identical), waits for replicas when configured, publishes the reply and
-// acks the entry. It runs to the end even when ctx is cancelled. On a
+// acks the entry, unless the claim did both (out.answered). It runs to the end even when ctx is cancelled. On a
 // single Valkey without PYRULA_WAIT_REPLICAS or traces the three are one
 // script (finishInOne): all happen, or none. Otherwise the record, the
 // reply stream and the message stream are three keys of three slots (on a
@@ -763,6 +848,9 @@ func (in *Intake) duplicate(out outcome, reply messages.Reply, replyJSON string,
 // same reply (a reply stream may then hold it twice; clients take the
 // first of a message id).
 func (in *Intake) finish(ctx context.Context, entryID string, out *outcome) error {
+	if out.answered {
+		return nil // by the claim (claimRecord)
+	}
 	if in.oneWrite {
 		// The batcher's round trips run to their end whatever ctx says
 		// (batch.Batcher.Do).
