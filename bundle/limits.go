@@ -27,9 +27,10 @@ type Options struct {
 	// bytes of a bundle from 16 MiB in an unlinked temporary file mapped
 	// into memory, whose pages it hands back to the kernel as it goes, so
 	// that the process's resident memory stays well under the bundle's
-	// size (imports set it). It needs free space there for the bundle's
-	// canonical bytes; when the file cannot be made, or off Linux, the
-	// bytes stay in memory.
+	// size (imports set it). The file reserves room for the largest
+	// bundle accepted (MaxCanonicalSize) while Read's Canonical lives; when
+	// it cannot be made or reserved, on a tmpfs, or off Linux, the bytes
+	// stay in memory.
 	SpillDir string
 
 	// general skips the fast path for canonical input (Encode's input is

@@ -66,7 +66,8 @@ type spillMapping struct {
 }
 
 // openSpill maps a new spill of size bytes in a temporary file of dir,
-// unlinked at once (nothing is left behind if the process dies).
+// unlinked at once (nothing is left behind if the process dies), its
+// blocks reserved (mapTemp).
 func openSpill(dir string, size int64) (*spill, error) {
 	mem, f, err := mapTemp(dir, size)
 	if err != nil {

@@ -6,9 +6,26 @@ import (
 	"syscall"
 )
 
+// tmpfsMagic is the file system type of a tmpfs (statfs(2)).
+const tmpfsMagic = 0x01021994
+
 // mapTemp maps a temporary file of size bytes in dir, shared and writable,
-// and unlinks it. The file is sparse: only the pages written take space.
+// and unlinks it. Its blocks are reserved at once (fallocate: no bytes are
+// written): a write to a mapped page the file system could not back would
+// kill the process (SIGBUS) where a failed reservation is an error, and
+// Read keeps the bytes in memory instead. A dir on a tmpfs is refused: its
+// pages are memory, which spilling there would not save.
 func mapTemp(dir string, size int64) (mem []byte, f *os.File, err error) {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &fs); err != nil {
+		return nil, nil, fmt.Errorf("bundle: spill: %w", err)
+	}
+	if fs.Type == tmpfsMagic {
+		return nil, nil, fmt.Errorf("bundle: spill: %s is a tmpfs (memory)", dir)
+	}
 	f, err = os.CreateTemp(dir, "pyrula-bundle-*")
 	if err != nil {
 		return nil, nil, fmt.Errorf("bundle: spill: %w", err)
@@ -21,8 +38,8 @@ func mapTemp(dir string, size int64) (mem []byte, f *os.File, err error) {
 	if err := os.Remove(f.Name()); err != nil {
 		return nil, nil, fmt.Errorf("bundle: spill: %w", err)
 	}
-	if err := f.Truncate(size); err != nil {
-		return nil, nil, fmt.Errorf("bundle: spill: %w", err)
+	if err := syscall.Fallocate(int(f.Fd()), 0, 0, size); err != nil {
+		return nil, nil, fmt.Errorf("bundle: spill: reserve %d bytes: %w", size, err)
 	}
 	mem, err = syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 	if err != nil {
