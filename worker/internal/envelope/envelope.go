@@ -21,18 +21,43 @@ import (
 // a second time by encoding/json's reflection; the body is the raw JSON
 // of the top-level body member (the last one, when there are several).
 func Parse(raw string) (messages.Envelope, error) {
+	m, err := ParseMessage(raw)
+	return m.Envelope(), err
+}
+
+// Message is an envelope as ParseMessage reads it: its header, and its
+// body as text ("" when there is none). Read by the scan, the body is a
+// part of the text read, not a copy.
+type Message struct {
+	Header
+	Body string
+}
+
+// ParseMessage is Parse without a copy of the body: for a typical
+// envelope it allocates nothing.
+func ParseMessage(raw string) (Message, error) {
 	p := scanner{s: raw}
 	h, res := p.envelope()
 	if res == peekOK && !p.deep {
-		env := messages.Envelope{MessageID: h.MessageID, Type: messages.MessageType(h.Type), ReplyTo: h.ReplyTo}
+		m := Message{Header: h}
 		if p.hasBody {
-			env.Body = json.RawMessage(p.body)
+			m.Body = p.body
 		}
-		return env, nil
+		return m, nil
 	}
 	var env messages.Envelope
 	err := json.Unmarshal([]byte(raw), &env)
-	return env, err
+	return Message{Header: Header{MessageID: env.MessageID, Type: string(env.Type), ReplyTo: env.ReplyTo}, Body: string(env.Body)}, err
+}
+
+// Envelope is m as Parse gives it: the body, when there is one, copied
+// into Body.
+func (m Message) Envelope() messages.Envelope {
+	env := messages.Envelope{MessageID: m.MessageID, Type: messages.MessageType(m.Type), ReplyTo: m.ReplyTo}
+	if m.Body != "" {
+		env.Body = json.RawMessage(m.Body)
+	}
+	return env
 }
 
 // Header holds the members of an envelope that name and route a message,

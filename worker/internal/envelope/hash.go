@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/pyrula/caseworker/messages"
 )
@@ -20,19 +21,31 @@ import (
 // escape is refused (encoding/json would decode either to U+FFFD, and two
 // different bodies would hash alike), as is one that does not decode.
 func HashBody(env messages.Envelope) (string, error) {
+	return hashBody(string(env.Type), env.Body)
+}
+
+// HashMessage is HashBody of m.Envelope(), without its copy of the body.
+func HashMessage(m Message) (string, error) {
+	// The hash only reads the body: its bytes are viewed, not copied.
+	return hashBody(m.Type, unsafe.Slice(unsafe.StringData(m.Body), len(m.Body)))
+}
+
+// hashBody is HashBody of type typ and body; it neither keeps nor changes
+// body.
+func hashBody(typ string, body []byte) (string, error) {
 	// A body already in canonical form (canon.go) is hashed as it is.
-	canon := []byte(env.Body)
+	canon := body
 	if !canonicalJSON(canon) {
-		if err := checkBodyText(env.Body); err != nil {
+		if err := checkBodyText(body); err != nil {
 			return "", err
 		}
 		var err error
-		if canon, err = canonicalize(env.Body); err != nil {
+		if canon, err = canonicalize(body); err != nil {
 			return "", err
 		}
 	}
 	h := sha256.New()
-	h.Write([]byte(env.Type))
+	h.Write([]byte(typ))
 	h.Write([]byte{0})
 	h.Write(canon)
 	var sum [sha256.Size]byte

@@ -59,6 +59,17 @@ func checkParse(t *testing.T, raw string) {
 		!bytes.Equal(got.Body, want.Body) || (got.Body == nil) != (want.Body == nil) {
 		t.Fatalf("Parse %q = %+v (body %q); encoding/json: %+v (body %q)", raw, got, got.Body, want, want.Body)
 	}
+	// ParseMessage reads the same envelope, its body as text, and
+	// HashMessage hashes it as HashBody does.
+	m, _ := ParseMessage(raw)
+	if m.Body != string(got.Body) {
+		t.Fatalf("ParseMessage %q: body %q, Parse %q", raw, m.Body, got.Body)
+	}
+	h1, err1 := HashBody(got)
+	h2, err2 := HashMessage(m)
+	if h1 != h2 || (err1 == nil) != (err2 == nil) {
+		t.Fatalf("%q: HashMessage %s (%v), HashBody %s (%v)", raw, h2, err2, h1, err1)
+	}
 }
 
 var peekCases = []struct {

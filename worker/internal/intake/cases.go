@@ -192,8 +192,8 @@ type claimed struct {
 // of its two members, strings without escapes ({"fixture_hash":"…"} as a
 // client's JSON encoder writes it) without a JSON decoder; it reports
 // false for any other body, which decodeBody decodes.
-func peekDeleteBody(raw json.RawMessage) (b messages.DeleteCaseBundleBody, ok bool) {
-	rest, ok := strings.CutPrefix(string(raw), "{")
+func peekDeleteBody(raw string) (b messages.DeleteCaseBundleBody, ok bool) {
+	rest, ok := strings.CutPrefix(raw, "{")
 	for ok && rest != "}" {
 		var name, value string
 		if name, rest, ok = cutJSONString(rest); !ok || len(rest) == 0 || rest[0] != ':' {
@@ -227,13 +227,14 @@ type deletion struct {
 	present bool
 }
 
-// findBundle decodes the body of a delete_case_bundle and looks its bundle
-// up in its store. A body it refuses is a messages error.
-func (in *Intake) findBundle(ctx context.Context, raw json.RawMessage) (deletion, error) {
+// findBundle decodes the body of a delete_case_bundle, raw (the text of
+// its JSON), and looks its bundle up in its store. A body it refuses is a
+// messages error.
+func (in *Intake) findBundle(ctx context.Context, raw string) (deletion, error) {
 	b, ok := peekDeleteBody(raw)
 	if !ok {
 		var full messages.DeleteCaseBundleBody // decoded apart: b stays off the heap
-		if err := decodeBody(raw, &full); err != nil {
+		if err := decodeBody(json.RawMessage(raw), &full); err != nil {
 			return deletion{}, err
 		}
 		b = full

@@ -537,13 +537,13 @@ func (in *Intake) logMessage(level zapcore.Level, msg, entryID string, out *outc
 // entryMessage is what handle reads of an entry before anything else, once
 // for both the count of received messages (typeOf) and decide: its message
 // field and, when there is one within PYRULA_MAX_MESSAGE_BYTES, the
-// envelope Parse reads from it.
+// envelope read from it (envelope.ParseMessage, whose result is Parse's).
 type entryMessage struct {
 	raw string
 	// has says the entry has a message field; parsed, that it was parsed
-	// (env and err are Parse's).
+	// (msg and err are ParseMessage's).
 	has, parsed bool
-	env         messages.Envelope
+	msg         envelope.Message
 	err         error
 }
 
@@ -552,7 +552,7 @@ func (in *Intake) read(e valkey.XRangeEntry) entryMessage {
 	var m entryMessage
 	m.raw, m.has = e.FieldValues[messages.MessageField]
 	if m.has && len(m.raw) <= in.cfg.MaxMessageBytes {
-		m.env, m.err = envelope.Parse(m.raw)
+		m.msg, m.err = envelope.ParseMessage(m.raw)
 		m.parsed = true
 	}
 	return m
@@ -575,7 +575,9 @@ func (in *Intake) decide(ctx context.Context, e valkey.XRangeEntry, m *entryMess
 	if !m.parsed {
 		return refuse(messages.InvalidOverrides, "entry %s is %d bytes, over PYRULA_MAX_MESSAGE_BYTES (%d); not read", e.ID, len(raw), in.cfg.MaxMessageBytes)
 	}
-	env, err := m.env, m.err
+	// The envelope without its body, which is read as text (m.msg.Body)
+	// until the work needs it.
+	env, err := messages.Envelope{MessageID: m.msg.MessageID, Type: messages.MessageType(m.msg.Type), ReplyTo: m.msg.ReplyTo}, m.err
 	if err != nil {
 		return refuse(messages.InvalidOverrides, "entry %s is not a JSON envelope: %v", e.ID, err)
 	}
@@ -594,7 +596,7 @@ func (in *Intake) decide(ctx context.Context, e valkey.XRangeEntry, m *entryMess
 		return refuse(messages.InvalidOverrides, "%v", err)
 	}
 	out.reply.MessageID, out.reply.Type, out.reply.EntryID = env.MessageID, env.Type, ""
-	bodyHash, err := envelope.HashBody(env)
+	bodyHash, err := envelope.HashMessage(m.msg)
 	if err != nil {
 		return refuse(messages.InvalidOverrides, "body: %v", err)
 	}
@@ -609,7 +611,7 @@ func (in *Intake) decide(ctx context.Context, e valkey.XRangeEntry, m *entryMess
 	var del deletion
 	var delErr, storeErr error
 	if env.Type == messages.DeleteCaseBundle {
-		del, delErr = in.findBundle(ctx, env.Body)
+		del, delErr = in.findBundle(ctx, m.msg.Body)
 		if delErr != nil && messages.AsError(delErr) == nil {
 			storeErr = delErr
 		}
@@ -646,6 +648,7 @@ func (in *Intake) decide(ctx context.Context, e valkey.XRangeEntry, m *entryMess
 		return out, string(env.Type), storeErr
 	}
 	out.key, out.bodyHash = key, bodyHash
+	env.Body = m.msg.Envelope().Body
 	var result any
 	switch env.Type {
 	case messages.DeleteCaseBundle:
@@ -687,10 +690,10 @@ func (in *Intake) decide(ctx context.Context, e valkey.XRangeEntry, m *entryMess
 // received and answered messages add up by type too, and it allocates
 // nothing: the envelope is read once, for it and decide (read).
 func (in *Intake) typeOf(m *entryMessage) string {
-	if !m.parsed || m.err != nil || m.env.ReplyTo == in.cfg.CaseStream || checkMessageID(m.env.MessageID) != nil {
+	if !m.parsed || m.err != nil || m.msg.ReplyTo == in.cfg.CaseStream || checkMessageID(m.msg.MessageID) != nil {
 		return ""
 	}
-	return string(m.env.Type)
+	return m.msg.Type
 }
 
 // maxMessageIDBytes is the longest message_id accepted.

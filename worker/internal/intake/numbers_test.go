@@ -53,7 +53,7 @@ func FuzzPeekDeleteBody(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		got, ok := peekDeleteBody([]byte(body))
+		got, ok := peekDeleteBody(body)
 		if !ok {
 			return
 		}
