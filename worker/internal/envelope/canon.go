@@ -144,18 +144,17 @@ func (c *canonScanner) str() ([]byte, bool) {
 	if c.i >= len(c.b) || c.b[c.i] != '"' {
 		return nil, false
 	}
-	c.i++
-	start := c.i
-	for c.i < len(c.b) {
-		switch ch := c.b[c.i]; {
+	// The loop keeps its index in a local (not c.i, written back on
+	// every byte).
+	start := c.i + 1
+	for i := start; i < len(c.b); i++ {
+		switch ch := c.b[i]; {
 		case ch == '"':
-			s := c.b[start:c.i]
-			c.i++
-			return s, true
+			c.i = i + 1
+			return c.b[start:i], true
 		case ch < 0x20 || ch >= 0x7f || ch == '\\' || ch == '<' || ch == '>' || ch == '&':
 			return nil, false
 		}
-		c.i++
 	}
 	return nil, false
 }

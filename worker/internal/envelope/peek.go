@@ -209,7 +209,16 @@ func (p *scanner) str() (v string, escaped, ok bool) {
 	p.i++
 	start := p.i
 	for p.i < len(p.s) {
-		c := p.s[p.i]
+		// The plain bytes in a local loop (not p.i, written back on every
+		// byte).
+		i := p.i
+		for i < len(p.s) && p.s[i] >= 0x20 && p.s[i] != '"' && p.s[i] != '\\' {
+			i++
+		}
+		if p.i = i; i == len(p.s) {
+			break
+		}
+		c := p.s[i]
 		switch {
 		case c == '"':
 			v = p.s[start:p.i]
@@ -237,8 +246,6 @@ func (p *scanner) str() (v string, escaped, ok bool) {
 			default:
 				return "", false, false
 			}
-		default:
-			p.i++
 		}
 	}
 	return "", false, false
