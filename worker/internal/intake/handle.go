@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -525,14 +526,25 @@ func (in *Intake) handle(ctx context.Context, e valkey.XRangeEntry, deliveries i
 // logMessage logs msg at level with the message's fields (its entry id,
 // message id and type) and more, passed to the line (cheaper than
 // Logger.With on the path every message takes) and built only for a line
-// logged.
+// logged, in a recycled slice (logFields).
 func (in *Intake) logMessage(level zapcore.Level, msg, entryID string, out *outcome, typ string, more ...zap.Field) {
-	if ce := in.log.Check(level, msg); ce != nil {
-		fields := make([]zap.Field, 0, 3+len(more))
-		fields = append(fields, zap.String("entry_id", entryID), zap.String("message_id", out.reply.MessageID), zap.String("type", typ))
-		ce.Write(append(fields, more...)...)
+	ce := in.log.Check(level, msg)
+	if ce == nil {
+		return
 	}
+	p := logFields.Get().(*[]zap.Field)
+	fields := append((*p)[:0], zap.String("entry_id", entryID), zap.String("message_id", out.reply.MessageID), zap.String("type", typ))
+	fields = append(fields, more...)
+	ce.Write(fields...)
+	clear(fields) // what the fields point to is not kept
+	*p = fields[:0]
+	logFields.Put(p)
 }
+
+// logFields recycles the fields of logMessage's lines (*[]zap.Field): a
+// zap core encodes, or copies, the fields of a line before its Write
+// returns.
+var logFields = sync.Pool{New: func() any { return new([]zap.Field) }}
 
 // entryMessage is what handle reads of an entry before anything else, once
 // for both the count of received messages (typeOf) and decide: its message
