@@ -279,32 +279,20 @@ func (in *Intake) findBundle(ctx context.Context, raw string) (deletion, error) 
 func (in *Intake) answerDelete(out outcome, key, bodyHash string) (outcome, string, error) {
 	typ := string(messages.DeleteCaseBundle)
 	out.reply = messages.Reply{MessageID: out.reply.MessageID, Type: messages.DeleteCaseBundle, Status: messages.StatusOK, Result: deletedFalse}
-	// What finish writes is built in one allocation: the started record
-	// noting the bundle (alt.over), which begins with the started prefix,
-	// then the answered record of each reply, which holds the reply.
-	var buf [512]byte
-	b := append(buf[:0], startedHead...)
-	b = append(b, bodyHash...)
-	b = append(b, `","bundle_present":true}`...)
-	over := len(b)
-	b = append(b, answeredHead...)
-	b = append(b, bodyHash...)
-	b = append(b, replyMember...)
-	replyAt := len(b) - over // where a record's reply begins
-	b, err := envelope.AppendReply(b, out.reply)
+	// Both replies in one allocation; they differ only in their result,
+	// which ends them: the second is the first with the other result.
+	var buf [256]byte
+	b, err := envelope.AppendReply(buf[:0], out.reply)
 	if err != nil {
 		return out, typ, fmt.Errorf("encode the reply: %w", err)
 	}
-	b = append(b, '}')
-	// The two replies differ only in their result, which ends them: the
-	// second record is the first with the other result.
-	alt := len(b)
-	b = append(b, b[over:alt-len(deletedFalse)-len("}}")]...)
+	n := len(b)
+	b = append(b, b[:n-len(deletedFalse)-len("}")]...)
 	b = append(b, deletedTrue...)
-	b = append(b, "}}"...)
+	b = append(b, '}')
 	s := string(b)
-	out.prefix, out.record, out.replyJSON = s[:prefixLen(bodyHash)], s[over:alt], s[over+replyAt:alt-1]
-	out.alt = altAnswer{over: s[:over], record: s[alt:], result: deletedTrue, replyJSON: s[alt+replyAt : len(s)-1]}
+	out.replyJSON = s[:n]
+	out.alt = altAnswer{result: deletedTrue, replyJSON: s[n:]}
 	out.key, out.bodyHash, out.unclaimed = key, bodyHash, true
 	return out, typ, nil
 }
@@ -321,8 +309,7 @@ var deletedFalse, deletedTrue = json.RawMessage(`{"deleted":false}`), json.RawMe
 func (in *Intake) deleteCaseBundle(ctx context.Context, del deletion, cl claimed) (any, error) {
 	if !cl.bundlePresent {
 		do := func(cmd valkey.Completed) valkey.ValkeyResult { return in.batch.Do(ctx, cmd) }
-		noted := startedRecord(cl.bodyHash, true)
-		err := in.setRecord(do, cl.key, []string{noted[:prefixLen(cl.bodyHash)], noted, in.ttl}).Error()
+		err := in.setRecord(do, cl.key, []string{startedPrefix(cl.bodyHash), startedRecord(cl.bodyHash, true), in.ttl}).Error()
 		if err != nil && !valkey.IsValkeyNil(err) {
 			return nil, fmt.Errorf("note the bundle in the idempotency record: %w", err)
 		}

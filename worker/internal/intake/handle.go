@@ -160,14 +160,14 @@ func startedPrefix(h string) string {
 // startedRecord is the started record of body hash h (one allocation).
 func startedRecord(h string, bundlePresent bool) string {
 	if bundlePresent {
-		return startedHead + h + `","bundle_present":true}`
+		return startedHead + h + `"` + bundleNoted
 	}
 	return startedHead + h + `"}`
 }
 
-// prefixLen is the length of startedPrefix(h), how a started record of
-// body hash h begins.
-func prefixLen(h string) int { return len(startedHead) + len(h) + 1 }
+// bundleNoted is how the started record of a delete_case_bundle that
+// found its bundle ends, after its started prefix (startedRecord).
+const bundleNoted = `,"bundle_present":true}`
 
 // setRecordLua replaces the record at KEYS[1] with ARGV[2] (TTL ARGV[3] ms)
 // when there is none or it begins with ARGV[1] (the started record of the
@@ -208,27 +208,31 @@ func (in *Intake) setRecord(do func(valkey.Completed) valkey.ValkeyResult, key s
 func ttlArg(ttl time.Duration) string { return strconv.FormatInt(ttl.Milliseconds(), 10) }
 
 // finishLua is finish in one script, for a single Valkey (every key on one
-// server) without PYRULA_WAIT_REPLICAS: the record as setRecordLua writes
-// it (ARGV[1..5], skipped when ARGV[1] is empty), then the reply ARGV[6]
-// (ARGV[7] when the record written is ARGV[5]) XADDed to KEYS[2] as field
-// ARGV[10], then the XACK of entry ARGV[9] of KEYS[3] for group ARGV[8].
-// It returns false, or 1 when it wrote ARGV[5] and replied ARGV[7]; a
-// record that setRecordLua would return is returned, and nothing is
-// written, replied or acked.
+// server) without PYRULA_WAIT_REPLICAS: the record of body hash ARGV[1]
+// and reply ARGV[2] as setRecordLua writes it (skipped when ARGV[1] is
+// empty), then the reply XADDed to KEYS[2] as field ARGV[8], then the XACK
+// of entry ARGV[7] of KEYS[3] for group ARGV[6]. The script builds the
+// records from the body hash as startedPrefix, startedRecord and recordOf
+// do, so that a message's command carries its reply and hash once (the
+// bytes a message sends cost its worker CPU). Over the started record of
+// the body that ends with ARGV[4] (when set: bundleNoted), the reply is
+// ARGV[5] instead, recorded and replied, and the script returns 1; else it
+// returns false, or, over a record that setRecordLua would return, that
+// record, and nothing is written, replied or acked.
 const finishLua = `
-local reply, ret = ARGV[6], false
+local reply, ret = ARGV[2], false
 if ARGV[1] ~= '' then
+  local prefix = '{"state":"started","body_hash":"' .. ARGV[1] .. '"'
   local cur = redis.call('GET', KEYS[1])
-  local value = ARGV[2]
-  if ARGV[4] ~= '' and cur == ARGV[4] then
-    value, reply, ret = ARGV[5], ARGV[7], 1
-  elseif cur and string.sub(cur, 1, string.len(ARGV[1])) ~= ARGV[1] then
+  if ARGV[4] ~= '' and cur == prefix .. ARGV[4] then
+    reply, ret = ARGV[5], 1
+  elseif cur and string.sub(cur, 1, string.len(prefix)) ~= prefix then
     return cur
   end
-  redis.call('SET', KEYS[1], value, 'PX', ARGV[3])
+  redis.call('SET', KEYS[1], '{"body_hash":"' .. ARGV[1] .. '","reply":' .. reply .. '}', 'PX', ARGV[3])
 end
-redis.call('XADD', KEYS[2], '*', ARGV[10], reply)
-redis.call('XACK', KEYS[3], ARGV[8], ARGV[9])
+redis.call('XADD', KEYS[2], '*', ARGV[8], reply)
+redis.call('XACK', KEYS[3], ARGV[6], ARGV[7])
 return ret
 `
 
@@ -247,15 +251,9 @@ type outcome struct {
 	// record (key, when key is set): finishInOne names it, unwritten,
 	// when there is nothing to record.
 	idKey string
-	// replyJSON, when set, is reply encoded (by encode, inside record),
-	// so that publish does not encode it again.
+	// replyJSON, when set, is reply encoded (by encodeReply, or as
+	// recorded), so that it is not encoded again.
 	replyJSON string
-	// prefix and record, when record is set, are what finish writes for
-	// key: the started prefix of bodyHash (startedPrefix) and the answered
-	// record of bodyHash and replyJSON (recordOf), which holds replyJSON.
-	// Set by encode (answerDelete), they follow the reply: whatever changes
-	// the reply empties record.
-	prefix, record string
 	// answered says the reply is out and the entry acked already: the
 	// claim's script repeated the recorded reply (claimRecord).
 	answered bool
@@ -264,77 +262,45 @@ type outcome struct {
 	// record there refuses the message, and this body's recorded reply
 	// makes it a duplicate.
 	unclaimed bool
-	// alt, when alt.over is set, is recorded and replied instead over a
-	// record that is exactly alt.over.
+	// alt, when alt.replyJSON is set, is recorded and replied instead over
+	// the started record of bodyHash that notes the bundle of a
+	// delete_case_bundle (startedRecord(bodyHash, true)).
 	alt altAnswer
 }
 
-// altAnswer is the other answer of an outcome: its record and its reply,
-// which is the outcome's reply with another result.
+// altAnswer is the other answer of an outcome: the outcome's reply with
+// another result, encoded.
 type altAnswer struct {
-	over, record string
-	result       json.RawMessage
-	replyJSON    string
+	result    json.RawMessage
+	replyJSON string
 }
 
 // recordOf is the answered record of body hash bodyHash and encoded reply:
 // the bytes json.Marshal(record{...}) gives (body_hash is hex).
-func recordOf(bodyHash string, reply []byte) string {
-	return answeredHead + bodyHash + replyMember + string(reply) + `}`
+func recordOf(bodyHash, reply string) string {
+	return answeredHead + bodyHash + replyMember + reply + `}`
 }
 
-// appendRecord appends to b the started prefix of body hash h, then the
-// answered record of h and reply (encoded: replyJSON when not "", else
-// by envelope.AppendReply); it returns b and where the record and, inside
-// it, the reply begin (the prefix begins at len(b)).
-func appendRecord(b []byte, h string, reply messages.Reply, replyJSON string) (_ []byte, recordAt, replyAt int, err error) {
-	b = append(b, startedHead...)
-	b = append(b, h...)
-	b = append(b, '"')
-	recordAt = len(b)
-	b = append(b, answeredHead...)
-	b = append(b, h...)
-	b = append(b, replyMember...)
-	replyAt = len(b)
-	if replyJSON != "" {
-		b = append(b, replyJSON...)
-	} else if b, err = envelope.AppendReply(b, reply); err != nil {
-		return b, 0, 0, fmt.Errorf("encode the reply: %w", err)
-	}
-	return append(b, '}'), recordAt, replyAt, nil
-}
-
-// encode sets out.replyJSON, when not set yet, and when out.key is set,
-// out.prefix and out.record (when not set yet), all in one allocation.
-func (out *outcome) encode() error {
-	if out.key == "" || out.record != "" {
-		if out.replyJSON != "" {
-			return nil
-		}
-		var buf [256]byte
-		raw, err := envelope.AppendReply(buf[:0], out.reply)
-		if err != nil {
-			return fmt.Errorf("encode the reply: %w", err)
-		}
-		out.replyJSON = string(raw)
+// encodeReply sets out.replyJSON, when not set yet.
+func (out *outcome) encodeReply() error {
+	if out.replyJSON != "" {
 		return nil
 	}
-	var buf [512]byte
-	b, recordAt, replyAt, err := appendRecord(buf[:0], out.bodyHash, out.reply, out.replyJSON)
+	var buf [256]byte
+	raw, err := envelope.AppendReply(buf[:0], out.reply)
 	if err != nil {
-		return err
+		return fmt.Errorf("encode the reply: %w", err)
 	}
-	s := string(b)
-	out.prefix, out.record, out.replyJSON = s[:recordAt], s[recordAt:], s[replyAt:len(s)-1]
+	out.replyJSON = string(raw)
 	return nil
 }
 
 // recordArgs are the arguments of setRecordLua for out (its alt included),
-// once encoded.
+// once its reply is encoded.
 func (in *Intake) recordArgs(out *outcome) []string {
-	args := []string{out.prefix, out.record, in.ttl}
-	if out.alt.over != "" {
-		args = append(args, out.alt.over, out.alt.record)
+	args := []string{startedPrefix(out.bodyHash), recordOf(out.bodyHash, out.replyJSON), in.ttl}
+	if out.alt.replyJSON != "" {
+		args = append(args, startedRecord(out.bodyHash, true), recordOf(out.bodyHash, out.alt.replyJSON))
 	}
 	return args
 }
@@ -351,7 +317,7 @@ func (in *Intake) recordArgs(out *outcome) []string {
 // them; on a Valkey Cluster only those of the record's node (docs/operate.md,
 // "Valkey Cluster"). Without WAIT the SET goes through the batcher.
 func (in *Intake) writeRecord(ctx context.Context, out *outcome) error {
-	if err := out.encode(); err != nil {
+	if err := out.encodeReply(); err != nil {
 		return err
 	}
 	args := in.recordArgs(out)
@@ -396,8 +362,8 @@ func (in *Intake) writeRecord(ctx context.Context, out *outcome) error {
 // keeps its reply (another body's started record: a dead letter of a
 // message that never claimed its id, whose holder records the reply).
 func (in *Intake) keep(out *outcome, res valkey.ValkeyResult) error {
-	if n, err := res.AsInt64(); err == nil && n == 1 && out.alt.over != "" {
-		out.reply.Result, out.replyJSON, out.record = out.alt.result, out.alt.replyJSON, ""
+	if n, err := res.AsInt64(); err == nil && n == 1 && out.alt.replyJSON != "" {
+		out.reply.Result, out.replyJSON = out.alt.result, out.alt.replyJSON
 		return nil
 	}
 	prev, err := res.ToString()
@@ -419,11 +385,11 @@ func (in *Intake) keep(out *outcome, res valkey.ValkeyResult) error {
 		if out.unclaimed {
 			in.report.Duplicate()
 		}
-		out.reply, out.replyJSON, out.record = r.Reply, replyJSON, ""
+		out.reply, out.replyJSON = r.Reply, replyJSON
 	case out.unclaimed:
 		out.reply.Status, out.reply.Code, out.reply.Result = messages.StatusRefused, messages.InvalidOverrides, nil
 		out.reply.Message = fmt.Sprintf(reusedIDFormat, out.reply.MessageID)
-		out.replyJSON, out.record = "", ""
+		out.replyJSON = ""
 	}
 	return nil
 }
@@ -433,20 +399,19 @@ func (in *Intake) keep(out *outcome, res valkey.ValkeyResult) error {
 // replied and acked; when it did not (a record was there, which keep has
 // taken into out), finish goes on step by step.
 func (in *Intake) finishInOne(ctx context.Context, entryID string, out *outcome) (bool, error) {
-	if err := out.encode(); err != nil {
+	if err := out.encodeReply(); err != nil {
 		return false, err
 	}
-	key, args := out.key, make([]string, 0, 10)
+	key, hash, noted := out.key, "", ""
 	if key != "" {
-		args = append(args, out.prefix, out.record, in.ttl, out.alt.over, out.alt.record)
-	} else {
-		// A key of the namespace, not written.
-		if key = out.idKey; key == "" {
-			key = in.recordKey(out.reply.MessageID)
+		hash = out.bodyHash
+		if out.alt.replyJSON != "" {
+			noted = bundleNoted
 		}
-		args = append(args, "", "", "", "", "")
+	} else if key = out.idKey; key == "" {
+		key = in.recordKey(out.reply.MessageID) // a key of the namespace, not written
 	}
-	args = append(args, out.replyJSON, out.alt.replyJSON, in.cfg.ConsumerGroup, entryID, messages.ReplyField)
+	args := []string{hash, out.replyJSON, in.ttl, noted, out.alt.replyJSON, in.cfg.ConsumerGroup, entryID, messages.ReplyField}
 	keys := []string{key, out.replyTo, in.cfg.CaseStream}
 	res := in.batch.Do(ctx, in.client.B().Evalsha().Sha1(finishSHA).Numkeys(3).Key(keys...).Arg(args...).Build())
 	if ve, ok := valkey.IsValkeyErr(res.Error()); ok && ve.IsNoScript() {
@@ -753,23 +718,25 @@ type claim struct {
 
 // claimLua is claimRecord in one script on a single Valkey without
 // PYRULA_WAIT_REPLICAS or traces (oneWrite): SET NX GET of the started
-// record ARGV[1] (PX ARGV[2]) at KEYS[1], and the answer of a duplicate
-// as finishLua gives it, in the same script. Over a record that begins
-// with ARGV[3] ({"body_hash":"<the caller's body hash>","reply":, an
-// answered record of the caller's body), it XADDs the recorded reply
-// (what follows ARGV[3], without the record's closing brace) to KEYS[2]
-// as field ARGV[6] and XACKs entry ARGV[5] of KEYS[3] for group ARGV[4],
-// and returns the record in a one-element array; over any other record
-// it returns the record, writing nothing; where there is none it writes
-// ARGV[1] and returns false.
+// record of body hash ARGV[1] (its started prefix, then ARGV[3]: "} or
+// bundleNoted; startedRecord) at KEYS[1], PX ARGV[2], and the answer of a
+// duplicate as finishLua gives it, in the same script. Over an answered
+// record of the body (beginning {"body_hash":"<ARGV[1]>","reply":, as
+// recordOf writes it), it XADDs the recorded reply (what follows, without
+// the record's closing brace) to KEYS[2] as field ARGV[6] and XACKs entry
+// ARGV[5] of KEYS[3] for group ARGV[4], and returns the record in a
+// one-element array; over any other record it returns the record, writing
+// nothing; where there is none it writes the started record and returns
+// false.
 const claimLua = `
 local cur = redis.call('GET', KEYS[1])
 if not cur then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  redis.call('SET', KEYS[1], '{"state":"started","body_hash":"' .. ARGV[1] .. '"' .. ARGV[3], 'PX', ARGV[2])
   return false
 end
-local n = string.len(ARGV[3])
-if string.sub(cur, 1, n) == ARGV[3] and string.sub(cur, -1) == '}' then
+local head = '{"body_hash":"' .. ARGV[1] .. '","reply":'
+local n = string.len(head)
+if string.sub(cur, 1, n) == head and string.sub(cur, -1) == '}' then
   redis.call('XADD', KEYS[2], '*', ARGV[6], string.sub(cur, n + 1, -2))
   redis.call('XACK', KEYS[3], ARGV[4], ARGV[5])
   return {cur}
@@ -792,24 +759,21 @@ var claimSHA = func() string {
 // would (the record was written before that reply, as before every
 // reply, and the ack follows it).
 func (in *Intake) claimRecord(ctx context.Context, key, bodyHash string, bundlePresent bool, replyTo, entryID string) (claim, error) {
-	// The started record and, for claimLua, how an answered record of
-	// bodyHash begins, in one allocation.
-	tail := `"}`
-	if bundlePresent {
-		tail = `","bundle_present":true}`
-	}
-	both := startedHead + bodyHash + tail + answeredHead + bodyHash + replyMember
-	started, head := both[:len(startedHead)+len(bodyHash)+len(tail)], both[len(startedHead)+len(bodyHash)+len(tail):]
 	var res valkey.ValkeyResult
 	if in.oneWrite {
+		// The script builds the started record from the body hash.
+		tail := `}`
+		if bundlePresent {
+			tail = bundleNoted
+		}
 		keys := []string{key, replyTo, in.cfg.CaseStream}
-		args := []string{started, in.ttl, head, in.cfg.ConsumerGroup, entryID, messages.ReplyField}
+		args := []string{bodyHash, in.ttl, tail, in.cfg.ConsumerGroup, entryID, messages.ReplyField}
 		res = in.batch.Do(ctx, in.client.B().Evalsha().Sha1(claimSHA).Numkeys(3).Key(keys...).Arg(args...).Build())
 		if ve, ok := valkey.IsValkeyErr(res.Error()); ok && ve.IsNoScript() {
 			res = in.batch.Do(ctx, in.client.B().Eval().Script(claimLua).Numkeys(3).Key(keys...).Arg(args...).Build())
 		}
 	} else {
-		res = in.batch.Do(ctx, in.client.B().Set().Key(key).Value(started).Nx().Get().Px(in.cfg.IdempotencyTTL).Build())
+		res = in.batch.Do(ctx, in.client.B().Set().Key(key).Value(startedRecord(bodyHash, bundlePresent)).Nx().Get().Px(in.cfg.IdempotencyTTL).Build())
 	}
 	var cl claim
 	s, err := res.ToString()
