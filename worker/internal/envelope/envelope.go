@@ -69,9 +69,10 @@ type Header struct {
 // PeekHeader reads the message_id, type and reply_to members of raw as
 // Parse would decode them, and reports whether Parse succeeds (ok false:
 // raw is not a JSON envelope). For a typical envelope it allocates
-// nothing, so that counting a received message costs the read loop almost
 // nothing; what the scan does not decide alone (escapes, keys matching a
 // member only case-insensitively, very deep nesting) encoding/json does.
+// (The worker counts a received message by the envelope it reads once
+// for its handling too, ParseMessage, which allocates nothing either.)
 func PeekHeader(raw string) (h Header, ok bool) {
 	h, res := peekEnvelope(raw)
 	switch res {

@@ -28,8 +28,7 @@ const maxPeekDepth = 1000
 // reply_to members of its top-level object with the result encoding/json
 // would give (the last of duplicate members wins, null leaves a member
 // unset, a top-level value other than an object sets none), without
-// allocating: counting a received message must cost the read loop almost
-// nothing.
+// allocating.
 func peekEnvelope(raw string) (Header, int) {
 	p := scanner{s: raw}
 	env, res := p.envelope()
