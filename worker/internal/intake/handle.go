@@ -709,7 +709,8 @@ func checkMessageID(id string) error {
 // claim is what claimRecord found at the idempotency record key: the
 // record there, if any (found), with its reply's text when decodeRecord
 // gives it; answered says that the claim's script (claimLua) published
-// that reply and acked the entry.
+// that reply and acked the entry (the record then lacks the reply's
+// result, and replyJSON is empty).
 type claim struct {
 	rec             record
 	replyJSON       string
@@ -724,10 +725,11 @@ type claim struct {
 // record of the body (beginning {"body_hash":"<ARGV[1]>","reply":, as
 // recordOf writes it), it XADDs the recorded reply (what follows, without
 // the record's closing brace) to KEYS[2] as field ARGV[6] and XACKs entry
-// ARGV[5] of KEYS[3] for group ARGV[4], and returns the record in a
-// one-element array; over any other record it returns the record, writing
-// nothing; where there is none it writes the started record and returns
-// false.
+// ARGV[5] of KEYS[3] for group ARGV[4], and returns the record without its
+// reply's result in a one-element array (what the caller reads of it: the
+// reply's status, code and message, which precede the result); over any
+// other record it returns the record, writing nothing; where there is none
+// it writes the started record and returns false.
 const claimLua = `
 local cur = redis.call('GET', KEYS[1])
 if not cur then
@@ -739,6 +741,10 @@ local n = string.len(head)
 if string.sub(cur, 1, n) == head and string.sub(cur, -1) == '}' then
   redis.call('XADD', KEYS[2], '*', ARGV[6], string.sub(cur, n + 1, -2))
   redis.call('XACK', KEYS[3], ARGV[4], ARGV[5])
+  local r = string.find(cur, ',"result":', n + 1, true)
+  if r then
+    cur = string.sub(cur, 1, r - 1) .. '}}'
+  end
   return {cur}
 end
 return cur
@@ -794,6 +800,8 @@ func (in *Intake) claimRecord(ctx context.Context, key, bodyHash string, bundleP
 	}
 	cl.found = true
 	if cl.answered {
+		// The reply is out; what came back of it lacks its result.
+		cl.replyJSON = ""
 		in.report.Healthy()
 	}
 	return cl, nil

@@ -153,7 +153,8 @@ func TestRecordScripts(t *testing.T) {
 		}
 		do(c.B().Set().Key(key2).Value(recordOf(h, string(present))).Build())
 		cl, err = in.claimRecord(ctx, key2, h, false, "rec:replies", "1-0")
-		if err != nil || !cl.found || !cl.answered || cl.rec.BodyHash != h || cl.rec.Reply.Status != messages.StatusOK {
+		if err != nil || !cl.found || !cl.answered || cl.rec.BodyHash != h || cl.rec.Reply.Status != messages.StatusOK ||
+			cl.rec.Reply.MessageID != id || cl.rec.Reply.Type != messages.DeleteCaseBundle || cl.rec.Reply.Result != nil || cl.replyJSON != "" {
 			t.Fatalf("%s: duplicate's claim %+v %v", id, cl, err)
 		}
 		if got := lastReply(); got != string(present) {
