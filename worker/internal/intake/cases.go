@@ -279,20 +279,29 @@ func (in *Intake) findBundle(ctx context.Context, raw string) (deletion, error) 
 func (in *Intake) answerDelete(out outcome, key, bodyHash string) (outcome, string, error) {
 	typ := string(messages.DeleteCaseBundle)
 	out.reply = messages.Reply{MessageID: out.reply.MessageID, Type: messages.DeleteCaseBundle, Status: messages.StatusOK, Result: deletedFalse}
-	// Both replies in one allocation; they differ only in their result,
-	// which ends them: the second is the first with the other result.
+	// Both replies in one allocation. They differ only in their result,
+	// the last member, which is spliced in: the reply without it, as
+	// envelope.AppendReply writes it, then ,"result":<result>} (as it
+	// would write a result it had to check).
+	head := out.reply
+	head.Result = nil
 	var buf [256]byte
-	b, err := envelope.AppendReply(buf[:0], out.reply)
+	b, err := envelope.AppendReply(buf[:0], head)
 	if err != nil {
 		return out, typ, fmt.Errorf("encode the reply: %w", err)
 	}
-	n := len(b)
-	b = append(b, b[:n-len(deletedFalse)-len("}")]...)
+	n := len(b) - len("}")
+	b = append(b[:n], `,"result":`...)
+	b = append(b, deletedFalse...)
+	b = append(b, '}')
+	alt := len(b)
+	b = append(b, b[:n]...)
+	b = append(b, `,"result":`...)
 	b = append(b, deletedTrue...)
 	b = append(b, '}')
 	s := string(b)
-	out.replyJSON = s[:n]
-	out.alt = altAnswer{result: deletedTrue, replyJSON: s[n:]}
+	out.replyJSON = s[:alt]
+	out.alt = altAnswer{result: deletedTrue, replyJSON: s[alt:]}
 	out.key, out.bodyHash, out.unclaimed = key, bodyHash, true
 	return out, typ, nil
 }
