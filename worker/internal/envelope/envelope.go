@@ -65,29 +65,3 @@ func (m Message) Envelope() messages.Envelope {
 type Header struct {
 	MessageID, Type, ReplyTo string
 }
-
-// PeekHeader reads the message_id, type and reply_to members of raw as
-// Parse would decode them, and reports whether Parse succeeds (ok false:
-// raw is not a JSON envelope). For a typical envelope it allocates
-// nothing; what the scan does not decide alone (escapes, keys matching a
-// member only case-insensitively, very deep nesting) encoding/json does.
-// (The worker counts a received message by the envelope it reads once
-// for its handling too, ParseMessage, which allocates nothing either.)
-func PeekHeader(raw string) (h Header, ok bool) {
-	h, res := peekEnvelope(raw)
-	switch res {
-	case peekOK:
-		return h, true
-	case peekInvalid:
-		return Header{}, false
-	}
-	var full struct {
-		MessageID string `json:"message_id"`
-		Type      string `json:"type"`
-		ReplyTo   string `json:"reply_to"`
-	}
-	if json.Unmarshal([]byte(raw), &full) != nil {
-		return Header{}, false
-	}
-	return Header(full), true
-}

@@ -25,7 +25,6 @@ var (
 //
 //	hash_body      HashBody of a canonical body: a scan, against decoding and re-encoding it
 //	parse_envelope decoding an entry's envelope: Parse, against json.Unmarshal
-//	peek_header    an envelope's members alone: PeekHeader, against json.Unmarshal
 //
 // A fast path stays when it is at least twice as fast as encoding/json
 // and saves at least 1 µs of the worker's CPU per message
@@ -65,19 +64,7 @@ func BenchmarkFastPaths(b *testing.B) {
 			}
 		}
 	})
-	run("peek_header", func(b *testing.B) {
-		for b.Loop() {
-			if h, ok := PeekHeader(fastEnvRaw); !ok || h.Type != "delete_case_bundle" {
-				b.Fatal("wrong header")
-			}
-		}
-	}, func(b *testing.B) {
-		for b.Loop() {
-			if h, ok := peekHeaderJSON(fastEnvRaw); !ok || h.Type != "delete_case_bundle" {
-				b.Fatal("wrong header")
-			}
-		}
-	})
+
 }
 
 // hashBodySlow is HashBody without its fast path: the body decoded and
@@ -93,19 +80,6 @@ func hashBodySlow(env messages.Envelope) (string, error) {
 	h.Write(canon)
 	var sum [sha256.Size]byte
 	return hex.EncodeToString(h.Sum(sum[:0])), nil
-}
-
-// peekHeaderJSON is PeekHeader with the envelope decoded by encoding/json.
-func peekHeaderJSON(raw string) (Header, bool) {
-	var h struct {
-		MessageID string `json:"message_id"`
-		Type      string `json:"type"`
-		ReplyTo   string `json:"reply_to"`
-	}
-	if json.Unmarshal([]byte(raw), &h) != nil {
-		return Header{}, false
-	}
-	return Header(h), true
 }
 
 // TestFastPathsAreTaken proves that each fast path is taken for the
@@ -132,17 +106,6 @@ func TestFastPathsAreTaken(t *testing.T) {
 	fast, slow = allocs(func() { _, _ = Parse(fastEnvRaw) }), allocs(func() { _, _ = Parse(escaped) })
 	if fast*4 > slow {
 		t.Errorf("Parse: %v allocations for a typical envelope, %v for an escaped one; want the typical one read by the scan", fast, slow)
-	}
-
-	if h, ok := PeekHeader(fastEnvRaw); !ok || h.MessageID != "bench-000123" {
-		t.Fatalf("PeekHeader(typical) = %+v, %v", h, ok)
-	}
-	if h, ok := PeekHeader(escaped); !ok || h.MessageID != "bench-0000123" {
-		t.Fatalf("PeekHeader(escaped) = %+v, %v", h, ok)
-	}
-	fast, slow = allocs(func() { PeekHeader(fastEnvRaw) }), allocs(func() { PeekHeader(escaped) })
-	if fast != 0 || slow == 0 {
-		t.Errorf("PeekHeader: %v allocations for a typical envelope, %v for an escaped one; want none for the typical one (the scan)", fast, slow)
 	}
 }
 
