@@ -35,9 +35,6 @@ type spill struct {
 	used atomic.Int64
 	// touched counts the bytes written or read since the last release.
 	touched atomic.Int64
-	// populated is how far the writer has had pages made ready ahead of
-	// it (populate).
-	populated int
 }
 
 // spillFrom is the expected canonical size from which Read spills (with
@@ -81,21 +78,10 @@ func openSpill(dir string, size int64) (*spill, error) {
 	return s, nil
 }
 
-// populateAhead is how many bytes of pages the writer has made ready at
-// once ahead of where it writes: one system call instead of a page fault
-// per page.
-const populateAhead = 4 << 20
-
-// wrote records that the writer's bytes now go up to n, counts the new ones
-// and makes the pages ahead of it ready.
+// wrote records that the writer's bytes now go up to n, and counts the new
+// ones.
 func (s *spill) wrote(n int) {
-	prev := int(s.used.Load())
-	s.used.Store(int64(n))
-	if n+populateAhead/2 > s.populated && s.populated < len(s.mem) {
-		from := max(s.populated, n) &^ (pageSize - 1)
-		s.populated = min(from+populateAhead, len(s.mem))
-		populate(s.mem[from:s.populated])
-	}
+	prev := int(s.used.Swap(int64(n)))
 	s.touch(n - prev)
 }
 

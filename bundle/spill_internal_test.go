@@ -19,14 +19,7 @@ import (
 // a tmpfs (whose pages are memory), leaves the bytes in memory, with the
 // same result.
 func TestSpillMidway(t *testing.T) {
-	var in bytes.Buffer
-	if err := json.Indent(&in, bundletest.Generate(1<<20, 3), "", " "); err != nil {
-		t.Fatal(err)
-	}
-	want, err := Read(bytes.NewReader(in.Bytes()), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, want := indentedBundle(t, 1<<20, 3)
 	dirs := map[string]string{"spilled": t.TempDir(), "no such directory": filepath.Join(t.TempDir(), "missing")}
 	if runtime.GOOS == "linux" {
 		if _, err := os.Stat("/dev/shm"); err == nil {
@@ -35,7 +28,7 @@ func TestSpillMidway(t *testing.T) {
 	}
 	for name, dir := range dirs {
 		t.Run(name, func(t *testing.T) {
-			stream := io.MultiReader(bytes.NewReader(in.Bytes())) // no Len: no size hint
+			stream := io.MultiReader(bytes.NewReader(in)) // no Len: no size hint
 			got, err := Read(stream, Options{SpillDir: dir, spillAt: 64 << 10, Compress: true})
 			if err != nil {
 				t.Fatal(err)
@@ -65,17 +58,10 @@ func TestSpillKeepsBytesOutOfHeap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reads a 24 MiB bundle")
 	}
-	var indented bytes.Buffer
-	if err := json.Indent(&indented, bundletest.Generate(24<<20, 9), "", "  "); err != nil {
-		t.Fatal(err)
-	}
-	c, err := Read(bytes.NewReader(indented.Bytes()), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	indented, c := indentedBundle(t, 24<<20, 9)
 	canonical := c.Bytes()
 	c = nil
-	forms := map[string][]byte{"indented": indented.Bytes(), "canonical": canonical, "blob": zstdOf(canonical)}
+	forms := map[string][]byte{"indented": indented, "canonical": canonical, "blob": zstdOf(canonical)}
 	for name, in := range forms {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -116,4 +102,19 @@ func liveHeap() int64 {
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(sample)
 	return int64(sample[0].Value.Uint64())
+}
+
+// indentedBundle returns a generated bundle of about size bytes, indented,
+// and its read in memory.
+func indentedBundle(t *testing.T, size int, seed uint64) ([]byte, *Canonical) {
+	t.Helper()
+	var in bytes.Buffer
+	if err := json.Indent(&in, bundletest.Generate(size, seed), "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Read(bytes.NewReader(in.Bytes()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in.Bytes(), c
 }

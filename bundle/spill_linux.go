@@ -45,8 +45,8 @@ func mapTemp(dir string, size int64) (mem []byte, f *os.File, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("bundle: spill: map %d bytes: %w", size, err)
 	}
-	// No read-ahead: a fault on a page of the file's hole reads (zeroes)
-	// that page, not the pages after it.
+	// No read-ahead: a fault on a page not written yet reads (zeroes) that
+	// page, not the pages after it.
 	_ = syscall.Madvise(mem, syscall.MADV_RANDOM)
 	return mem, f, nil
 }
@@ -61,14 +61,3 @@ func release(mem []byte) {
 
 // unmap unmaps a spill's mapping.
 func unmap(mem []byte) { _ = syscall.Munmap(mem) }
-
-// madvPopulateWrite is MADV_POPULATE_WRITE (Linux 5.14).
-const madvPopulateWrite = 23
-
-// populate makes the pages of mem ready to be written, in one call; an
-// older kernel refuses it and the pages are faulted in as they are written.
-func populate(mem []byte) {
-	if len(mem) > 0 {
-		_ = syscall.Madvise(mem, madvPopulateWrite)
-	}
-}

@@ -15,5 +15,3 @@ func mapTemp(string, int64) ([]byte, *os.File, error) {
 func release([]byte) {}
 
 func unmap([]byte) {}
-
-func populate([]byte) {}
