@@ -189,25 +189,9 @@ func (c *Canonical) Decode() (*Bundle, error) {
 // inputs) are written as they are and canonicalised by Read, in canonical
 // order, so that hashing and compression run beside canonicalisation.
 func Encode(b *Bundle) (*Canonical, error) {
-	m := b.Manifest
-	if m.Capture.Missing == nil {
-		m.Capture.Missing = []json.RawMessage{}
-	}
-	if m.Registration.Tools == nil {
-		m.Registration.Tools = []Tool{}
-	}
-	if m.Registration.Steps == nil {
-		m.Registration.Steps = []Step{}
-	}
-	if len(m.RecordedConfig) == 0 {
-		m.RecordedConfig = json.RawMessage("{}")
-	}
-	if len(m.Inputs) == 0 {
-		m.Inputs = json.RawMessage("{}")
-	}
-	manifest, err := json.Marshal(&m)
+	manifest, err := ManifestJSON(b.Manifest)
 	if err != nil {
-		return nil, fmt.Errorf("bundle: encode manifest: %w", err)
+		return nil, err
 	}
 	results := slices.Clone(b.Results)
 	slices.SortFunc(results, func(x, y Result) int {
@@ -235,36 +219,100 @@ func Encode(b *Bundle) (*Canonical, error) {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		buf = append(buf, '{')
-		if r.Error != nil {
-			buf = append(buf, `"error":`...)
-			buf = append(buf, r.Error...)
-			buf = append(buf, ',')
-		}
-		buf = append(buf, `"fingerprint":`...)
-		buf = canonjson.AppendQuoted(buf, []byte(r.Fingerprint))
-		if r.Input != nil {
-			buf = append(buf, `,"input":`...)
-			buf = append(buf, r.Input...)
-		}
-		buf = append(buf, `,"key":`...)
-		buf = canonjson.AppendQuoted(buf, []byte(r.Key))
-		buf = append(buf, `,"kind":`...)
-		buf = canonjson.AppendQuoted(buf, []byte(r.Kind))
-		if r.Result != nil {
-			buf = append(buf, `,"result":`...)
-			buf = append(buf, r.Result...)
-		}
-		if r.StartSeq > 0 {
-			buf = append(buf, `,"start_seq":`...)
-			buf = strconv.AppendInt(buf, r.StartSeq, 10)
-		}
-		buf = append(buf, '}')
+		buf = AppendResult(buf, r)
 	}
 	buf = append(buf, `]}`...)
 	// The raw values are seldom canonical already: the general path at once.
 	return Read(bytes.NewReader(buf), Options{SizeHint: int64(len(buf)), Compress: true, general: true})
 }
+
+// ManifestJSON is manifest m as JSON, as Encode writes it: an absent
+// list, recorded_config or inputs is written empty ([] or {}).
+func ManifestJSON(m Manifest) ([]byte, error) {
+	if m.Capture.Missing == nil {
+		m.Capture.Missing = []json.RawMessage{}
+	}
+	if m.Registration.Tools == nil {
+		m.Registration.Tools = []Tool{}
+	}
+	if m.Registration.Steps == nil {
+		m.Registration.Steps = []Step{}
+	}
+	if len(m.RecordedConfig) == 0 {
+		m.RecordedConfig = json.RawMessage("{}")
+	}
+	if len(m.Inputs) == 0 {
+		m.Inputs = json.RawMessage("{}")
+	}
+	raw, err := json.Marshal(&m)
+	if err != nil {
+		return nil, fmt.Errorf("bundle: encode manifest: %w", err)
+	}
+	return raw, nil
+}
+
+// AppendResult appends result r to dst as the JSON object of a bundle's
+// results (its values as they are, not canonicalised): what Encode writes
+// of it, and what a writer of EncodeStream writes.
+func AppendResult(dst []byte, r Result) []byte {
+	dst = append(dst, '{')
+	if r.Error != nil {
+		dst = append(dst, `"error":`...)
+		dst = append(dst, r.Error...)
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"fingerprint":`...)
+	dst = canonjson.AppendQuoted(dst, []byte(r.Fingerprint))
+	if r.Input != nil {
+		dst = append(dst, `,"input":`...)
+		dst = append(dst, r.Input...)
+	}
+	dst = append(dst, `,"key":`...)
+	dst = canonjson.AppendQuoted(dst, []byte(r.Key))
+	dst = append(dst, `,"kind":`...)
+	dst = canonjson.AppendQuoted(dst, []byte(r.Kind))
+	if r.Result != nil {
+		dst = append(dst, `,"result":`...)
+		dst = append(dst, r.Result...)
+	}
+	if r.StartSeq > 0 {
+		dst = append(dst, `,"start_seq":`...)
+		dst = strconv.AppendInt(dst, r.StartSeq, 10)
+	}
+	return append(dst, '}')
+}
+
+// EncodeStream is Encode of a bundle that write writes as JSON, its members
+// and results in any order (as Read accepts them), so that the bundle is
+// never held whole: write runs on its own goroutine while EncodeStream
+// canonicalises, checks, hashes and compresses what it writes, as Read
+// does (opts.SpillDir keeps a large bundle's canonical bytes out of the
+// heap). write's error is returned as it is; once the read fails, write's
+// writes fail, and the read's error is returned.
+func EncodeStream(write func(w io.Writer) error, opts Options) (*Canonical, error) {
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		bw := bufio.NewWriterSize(pw, 64<<10)
+		err := write(bw)
+		if err == nil {
+			err = bw.Flush()
+		}
+		pw.CloseWithError(err) // nil: the reader sees EOF
+		done <- err
+	}()
+	opts.Compress, opts.general = true, true
+	c, err := Read(pr, opts)
+	pr.CloseWithError(errEncodeStopped) // ends a write still under way
+	if werr := <-done; werr != nil && !errors.Is(werr, errEncodeStopped) {
+		return nil, werr
+	}
+	return c, err
+}
+
+// errEncodeStopped fails the writes of EncodeStream's writer once the read
+// has stopped.
+var errEncodeStopped = errors.New("bundle: the encoding stopped")
 
 // Read reads a bundle in any accepted encoding (a zstd frame, a gzip stream or
 // plain JSON with an optional UTF-8 byte-order mark, told apart by their first

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -62,7 +63,7 @@ bundle_too_large.`,
 func (a *app) save(ctx context.Context, s store.Store, j journal.Journal, target, runID string, p capture.Params) error {
 	defer a.lowerGC()()
 	c, err := capture.FromJournal(ctx, j, capture.FromJournalParams{
-		Target: target, RunID: runID, Params: p,
+		Target: target, RunID: runID, Params: p, SpillDir: os.TempDir(),
 		Registration: func(target string) (bundle.Registration, error) {
 			info, ok := a.registry().Lookup(target)
 			if !ok {

@@ -162,7 +162,7 @@ func (a *app) dev(ctx context.Context, target, runID, dir string, inputs map[str
 		forkAt = startSeq(events)
 	}
 	cb, err := capture.FromJournal(ctx, j, capture.FromJournalParams{
-		Target: target, RunID: runID, Registration: nil,
+		Target: target, RunID: runID, Registration: nil, SpillDir: os.TempDir(),
 		Params: capture.Params{ForkAfterSeq: forkAt, PyrulaVersion: version.Version, Registration: info.Registration},
 	})
 	if err != nil {

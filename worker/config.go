@@ -93,10 +93,10 @@ type Config struct {
 	// the memory-heavy save_case has its own limit, SaveConcurrency.
 	Concurrency int `envconfig:"CONCURRENCY" default:"64" desc:"messages handled (and held pending) at once; 0 means the default"`
 	// SaveConcurrency is PYRULA_SAVE_CONCURRENCY: save_case messages that
-	// build a bundle at once (each holds up to about 2.5× its bundle in
-	// memory); the others wait, holding their message slot. 0 means the
-	// default.
-	SaveConcurrency int `envconfig:"SAVE_CONCURRENCY" default:"4" desc:"save_case messages building a bundle at once (each holds up to ~2.5x its bundle in memory); 0 means the default"`
+	// build a bundle at once (each keeps a bundle from 16 MiB in a file in
+	// TMPDIR that reserves 512 MiB of disk, under 1× the bundle in memory);
+	// the others wait, holding their message slot. 0 means the default.
+	SaveConcurrency int `envconfig:"SAVE_CONCURRENCY" default:"4" desc:"save_case messages building a bundle at once (each keeps a bundle from 16 MiB in a file in TMPDIR that reserves 512 MiB, and under 1x its size in memory); 0 means the default"`
 	// RunConcurrency is PYRULA_RUN_CONCURRENCY: runs executed at once, and
 	// the most runs entries one worker holds pending; 0 means the default.
 	RunConcurrency int `envconfig:"RUN_CONCURRENCY" default:"4" desc:"runs executed (and held pending) at once; 0 means the default"`

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 
@@ -258,21 +259,31 @@ func withoutPrices(e journal.Event) (journal.Event, error) {
 // tool calls, else workflow; an explicit kind must be that kind
 // (kind_mismatch), both ways.
 func detectKind(r *journal.Run, want bundle.Kind) (bundle.Kind, error) {
-	detected := bundle.KindWorkflow
 	var evidence string
 	for _, res := range r.Results {
 		if res.Kind == "model" || res.Kind == "tool" {
-			detected, evidence = bundle.KindAgent, journal.ResultID(res.Kind, res.Key)
+			evidence = journal.ResultID(res.Kind, res.Key)
 			break
 		}
 	}
-	if detected == bundle.KindWorkflow {
+	if evidence == "" {
 		for _, e := range r.Events {
 			if c, ok := journal.CallOf(e); ok && (c.Kind == "model" || c.Kind == "tool") {
-				detected, evidence = bundle.KindAgent, c.ID()
+				evidence = c.ID()
 				break
 			}
 		}
+	}
+	return checkKind(r.Meta.RunID, evidence, want)
+}
+
+// checkKind returns the manifest kind of run runID: agent when evidence
+// (its first model or tool call) is set, else workflow; an explicit kind
+// want must be that kind (kind_mismatch), both ways.
+func checkKind(runID, evidence string, want bundle.Kind) (bundle.Kind, error) {
+	detected := bundle.KindWorkflow
+	if evidence != "" {
+		detected = bundle.KindAgent
 	}
 	switch want {
 	case "":
@@ -280,13 +291,13 @@ func detectKind(r *journal.Run, want bundle.Kind) (bundle.Kind, error) {
 	case bundle.KindWorkflow:
 		if detected == bundle.KindAgent {
 			return "", messages.Errorf(messages.KindMismatch,
-				"run %s made model or tool calls (%s), so it is an agent run, not a workflow", r.Meta.RunID, evidence)
+				"run %s made model or tool calls (%s), so it is an agent run, not a workflow", runID, evidence)
 		}
 		return want, nil
 	case bundle.KindAgent:
 		if detected == bundle.KindWorkflow {
 			return "", messages.Errorf(messages.KindMismatch,
-				"run %s made no model or tool calls, so it is a workflow run, not an agent", r.Meta.RunID)
+				"run %s made no model or tool calls, so it is a workflow run, not an agent", runID)
 		}
 		return want, nil
 	}
@@ -379,28 +390,54 @@ type FromJournalParams struct {
 	// be of Target, and its result replaces Params.Registration; its error
 	// (such as "no such target registered") is returned as is.
 	Registration func(target string) (bundle.Registration, error)
+	// SpillDir is bundle.Options.SpillDir of the encoding: where a large
+	// bundle's canonical bytes are kept out of the heap ("" keeps them in
+	// memory).
+	SpillDir string
 }
 
 // FromJournal reads run p.RunID from j (the live journal, then its archive),
 // checks that it is a run of p.Target, looks up the target's registration
-// (p.Registration), captures it with Build and encodes
-// the bundle canonically: what `pyrula case save` and the worker's save_case
-// share. Saving the result to a store is the caller's job.
+// (p.Registration), captures it as Build does and encodes the bundle
+// canonically: what `pyrula case save` and the worker's save_case share.
+// It streams (Stream, bundle.EncodeStream): the run is read a page at a
+// time where j reads in pages (journal.PagedReader; else whole), and never
+// held whole beside its bundle; p.SpillDir keeps a large bundle's canonical
+// bytes out of the heap. A run whose live keys go while it is read is read
+// again whole. Saving the result to a store is the caller's job.
 //
 // Errors: one wrapping journal.ErrRunNotFound when the run is in neither the
 // journal nor the archive; one wrapping ErrTargetMismatch; Build's refusals
 // (capture_incomplete, kind_mismatch) and Encode's (bundle_too_large), which
 // carry reason codes; other errors (reading the journal) are operational.
 func FromJournal(ctx context.Context, j journal.Journal, p FromJournalParams) (*bundle.Canonical, error) {
-	r, err := j.Run(ctx, p.RunID)
+	c, err := fromJournal(ctx, j, p, false)
+	if errors.Is(err, journal.ErrRunChanged) {
+		c, err = fromJournal(ctx, j, p, true)
+	}
+	return c, err
+}
+
+// fromJournal is FromJournal over the run read in pages, or whole.
+func fromJournal(ctx context.Context, j journal.Journal, p FromJournalParams, whole bool) (*bundle.Canonical, error) {
+	var pg journal.RunPages
+	var err error
+	if whole {
+		var r *journal.Run
+		if r, err = j.Run(ctx, p.RunID); err == nil {
+			pg = journal.PagesOf(r)
+		}
+	} else {
+		pg, err = journal.ReadPages(ctx, j, p.RunID)
+	}
 	if errors.Is(err, journal.ErrRunNotFound) {
 		return nil, fmt.Errorf("run %s is in neither Valkey (namespace %s) nor the archive: %w", p.RunID, j.Namespace(), err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read run %s: %w", p.RunID, err)
 	}
-	if r.Meta.TargetName != p.Target {
-		return nil, fmt.Errorf("run %s is a run of %s, not %s: %w", p.RunID, r.Meta.TargetName, p.Target, ErrTargetMismatch)
+	if m := pg.Meta(); m.TargetName != p.Target {
+		return nil, fmt.Errorf("run %s is a run of %s, not %s: %w", p.RunID, m.TargetName, p.Target, ErrTargetMismatch)
 	}
 	if p.Registration != nil {
 		reg, err := p.Registration(p.Target)
@@ -409,11 +446,14 @@ func FromJournal(ctx context.Context, j journal.Journal, p FromJournalParams) (*
 		}
 		p.Params.Registration = reg
 	}
-	b, err := Build(r, p.Params)
-	if err != nil {
-		return nil, err
+	var serr error
+	c, err := bundle.EncodeStream(func(w io.Writer) error {
+		serr = Stream(ctx, pg, p.Params, w)
+		return serr
+	}, bundle.Options{SpillDir: p.SpillDir})
+	if serr != nil {
+		return nil, serr
 	}
-	c, err := bundle.Encode(b)
 	if err != nil {
 		return nil, fmt.Errorf("encode the case of run %s: %w", p.RunID, err)
 	}

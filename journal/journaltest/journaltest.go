@@ -94,6 +94,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"ExactBytes", testExactBytes},
 		{"ExpectedRunSeq", testExpectedSeq},
 		{"Results", testResults},
+		{"Pages", testPages},
 		{"ResultConflict", testResultConflict},
 		{"InvalidInput", testInvalid},
 		{"NotFound", testNotFound},

@@ -188,3 +188,9 @@ func (j *Journal) Finished(ctx context.Context, q journal.FinishedQuery) ([]jour
 	}
 	return l.Finished(ctx, q)
 }
+
+// RunPages implements journal.PagedReader: the live journal's pages where
+// it reads in pages, else its run read whole (journal.ReadPages).
+func (j *Journal) RunPages(ctx context.Context, runID string) (journal.RunPages, error) {
+	return journal.ReadPages(ctx, j.Journal, runID)
+}

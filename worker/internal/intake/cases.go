@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -354,8 +355,9 @@ func (in *Intake) saveCase(ctx context.Context, raw json.RawMessage) (any, error
 	if err != nil {
 		return nil, err
 	}
-	// At most SaveConcurrency bundles are built at once: each holds up to
-	// about 2.5× its size in memory.
+	// At most SaveConcurrency bundles are built at once: each holds a page
+	// of the run and its results' index in memory, its canonical bytes
+	// (from 16 MiB) in a temporary file.
 	select {
 	case in.saves <- struct{}{}:
 		defer func() { <-in.saves }()
@@ -363,7 +365,7 @@ func (in *Intake) saveCase(ctx context.Context, raw json.RawMessage) (any, error
 		return nil, ctx.Err()
 	}
 	c, err := capture.FromJournal(ctx, in.journal, capture.FromJournalParams{
-		Target: b.TargetName, RunID: b.RunID,
+		Target: b.TargetName, RunID: b.RunID, SpillDir: os.TempDir(),
 		Params: capture.Params{ForkAfterSeq: b.ForkAfterSeq, Kind: bundle.Kind(b.Kind), PyrulaVersion: version.Version},
 		Registration: func(target string) (bundle.Registration, error) {
 			info, ok := in.reg.Lookup(target)

@@ -1,0 +1,153 @@
+package valkeyjournal
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/journal/internal/backend"
+)
+
+// pageEvents is how many events one XRANGE of RunPages reads.
+const pageEvents = 1024
+
+// RunPages implements journal.PagedReader: the run's meta and result ids
+// in one transaction, then its events an XRANGE of 1,024 at a time and its
+// results by HMGET, as asked. A run no longer live is read whole through
+// the archive (Run) and paged in memory. Events or results gone between
+// two pages (the run's keys expired) are journal.ErrRunChanged.
+func (j *Journal) RunPages(ctx context.Context, runID string) (journal.RunPages, error) {
+	if err := journal.CheckRunID(runID); err != nil {
+		return nil, fmt.Errorf("valkeyjournal: pages %s: %w", runID, err)
+	}
+	mk, ek, rk := Keys(j.opts.Namespace, runID)
+	resps := j.c.DoMulti(ctx,
+		j.c.B().Multi().Build(),
+		j.c.B().Hgetall().Key(mk).Build(),
+		j.c.B().Hkeys().Key(rk).Build(),
+		j.c.B().Exec().Build())
+	reply, err := resps[len(resps)-1].ToArray()
+	for _, r := range resps {
+		if e := r.Error(); e != nil {
+			err = e
+		}
+	}
+	if err == nil && len(reply) != 2 {
+		err = fmt.Errorf("unexpected transaction reply of %d parts", len(reply))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("valkeyjournal: pages %s: %w", runID, err)
+	}
+	fields, err := reply[0].AsStrMap()
+	if err != nil {
+		return nil, fmt.Errorf("valkeyjournal: pages %s: meta: %w", runID, err)
+	}
+	if len(fields) == 0 {
+		// Not live: the archive's copy, whole.
+		r, err := j.Run(ctx, runID)
+		if err != nil {
+			return nil, err
+		}
+		return journal.PagesOf(r), nil
+	}
+	p := &pages{j: j, events: ek, results: rk}
+	if p.meta, err = decodeMeta(fields); err != nil {
+		return nil, fmt.Errorf("valkeyjournal: pages %s: %w", runID, err)
+	}
+	if p.ids, err = reply[1].AsStrSlice(); err != nil {
+		return nil, fmt.Errorf("valkeyjournal: pages %s: results: %w", runID, err)
+	}
+	journal.SortResultIDs(p.ids)
+	return p, nil
+}
+
+// pages is a live run read in pages.
+type pages struct {
+	j               *Journal
+	events, results string
+	meta            journal.Meta
+	ids             []string
+}
+
+func (p *pages) Meta() journal.Meta  { return p.meta }
+func (p *pages) ResultIDs() []string { return p.ids }
+
+func (p *pages) Events(ctx context.Context, fn func([]journal.Event) error) error {
+	c, runID := p.j.c, p.meta.RunID
+	start, next := "-", int64(1)
+	evs := make([]journal.Event, 0, pageEvents)
+	for next <= p.meta.LastSeq {
+		entries, err := c.Do(ctx, c.B().Xrange().Key(p.events).Start(start).End("+").Count(pageEvents).Build()).ToArray()
+		if err != nil {
+			return fmt.Errorf("valkeyjournal: events of %s: %w", runID, err)
+		}
+		if len(entries) == 0 {
+			return fmt.Errorf("valkeyjournal: events of %s end at run_seq %d, before %d: %w", runID, next-1, p.meta.LastSeq, journal.ErrRunChanged)
+		}
+		evs = evs[:0]
+		for _, entry := range entries {
+			raw, err := eventOf(entry)
+			if err != nil {
+				return fmt.Errorf("valkeyjournal: events of %s: %w", runID, err)
+			}
+			e, err := backend.DecodeEvent(raw)
+			if err != nil {
+				return fmt.Errorf("valkeyjournal: events of %s: %w", runID, err)
+			}
+			if next > p.meta.LastSeq {
+				break // appended after the meta was read
+			}
+			if e.RunSeq != next {
+				return fmt.Errorf("valkeyjournal: events of %s: run_seq %d where %d was next: %w", runID, e.RunSeq, next, journal.ErrRunChanged)
+			}
+			evs = append(evs, e)
+			next++
+		}
+		if err := fn(evs); err != nil {
+			return err
+		}
+		id, err := entryID(entries[len(entries)-1])
+		if err != nil {
+			return fmt.Errorf("valkeyjournal: events of %s: %w", runID, err)
+		}
+		start = "(" + id
+	}
+	return nil
+}
+
+func (p *pages) Results(ctx context.Context, ids []string) ([]bundle.Result, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	c, runID := p.j.c, p.meta.RunID
+	vals, err := c.Do(ctx, c.B().Hmget().Key(p.results).Field(ids...).Build()).ToArray()
+	if err != nil {
+		return nil, fmt.Errorf("valkeyjournal: results of %s: %w", runID, err)
+	}
+	out := make([]bundle.Result, len(ids))
+	for i, v := range vals {
+		raw, err := v.AsBytes()
+		if valkey.IsValkeyNil(err) {
+			return nil, fmt.Errorf("valkeyjournal: results of %s: %s is gone: %w", runID, ids[i], journal.ErrRunChanged)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("valkeyjournal: results of %s: %w", runID, err)
+		}
+		if out[i], err = backend.DecodeResult(raw); err != nil {
+			return nil, fmt.Errorf("valkeyjournal: results of %s: %w", runID, err)
+		}
+	}
+	return out, nil
+}
+
+// entryID is the id of an XRANGE entry [id, [field, value…]].
+func entryID(entry valkey.ValkeyMessage) (string, error) {
+	parts, err := entry.ToArray()
+	if err != nil || len(parts) != 2 {
+		return "", fmt.Errorf("malformed events entry: %v", err)
+	}
+	return parts[0].ToString()
+}
