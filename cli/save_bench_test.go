@@ -76,7 +76,7 @@ func recordBigRun(tb testing.TB, j journal.Journal, size int) string {
 
 // BenchmarkSavePeak: `pyrula case save checkout RUN --fork-after-seq 1` (the
 // built binary, into a file store) of a finished run in Valkey whose bundle
-// is about 190 MB canonical (-short: 4 MB, the smoke run of scripts/test):
+// is about 190 MB canonical (-short: 3 MB, the smoke run of scripts/test):
 // every call after the fork, so that every result carries its input. It
 // reports the process's peak RSS as a multiple of the saved bundle's
 // canonical size (rss-x, target ≤ 1.0), the canonical size and the load
@@ -85,7 +85,7 @@ func recordBigRun(tb testing.TB, j journal.Journal, size int) string {
 //
 //	go test -run '^$' -bench SavePeak -benchtime 2x -timeout 30m ./cli/
 func BenchmarkSavePeak(b *testing.B) {
-	size := 130 << 20
+	size := 218 << 20 // about 190 MB canonical
 	if testing.Short() {
 		size = 3 << 20
 	}

@@ -174,3 +174,49 @@ func TestStreamIsBuild(t *testing.T) {
 	}
 	t.Logf("%d captures compared, %d refused", compared, refused)
 }
+
+// changing is a journal whose pages fail as a run's do when its live keys
+// go while it is read.
+type changing struct{ journal.Journal }
+
+func (c changing) RunPages(ctx context.Context, runID string) (journal.RunPages, error) {
+	pg, err := journal.ReadPages(ctx, c.Journal, runID)
+	return changedPages{pg}, err
+}
+
+type changedPages struct{ journal.RunPages }
+
+func (changedPages) Events(context.Context, func([]journal.Event) error) error {
+	return fmt.Errorf("events: %w", journal.ErrRunChanged)
+}
+
+// TestFromJournalRereadsAChangedRun: when the run changes under its pages
+// (journal.ErrRunChanged), FromJournal reads it again whole and saves the
+// same bundle.
+func TestFromJournalRereadsAChangedRun(t *testing.T) {
+	ctx := context.Background()
+	j, err := memjournal.New(memjournal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := j.Create(ctx, journal.CreateParams{RunID: "run_1", TargetName: "t", Owner: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := map[string]string{"kind": "step", "key": "a", "fingerprint": fp("a"), "effect": "read"}
+	start, _ := journal.NewEvent(runevent.CallStart, map[string]any{"call": call, "input": map[string]int{"n": 1}})
+	done, _ := journal.NewEvent(runevent.CallDone, map[string]any{"call": call})
+	if _, err := j.Append(ctx, lease, journal.Batch{Events: []journal.Event{start, done},
+		Results: []bundle.Result{{Kind: "step", Key: "a", Fingerprint: fp("a"), Result: json.RawMessage(`1`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	p := capture.FromJournalParams{Target: "t", RunID: "run_1", Params: capture.Params{ForkAfterSeq: seq(1)}}
+	want, err := capture.FromJournal(ctx, j, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := capture.FromJournal(ctx, changing{j}, p)
+	if err != nil || got.Hash() != want.Hash() {
+		t.Fatalf("FromJournal over pages that changed: %v, hash %v, want %s", err, got, want.Hash())
+	}
+}
