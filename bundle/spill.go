@@ -2,11 +2,13 @@ package bundle
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"unsafe"
 )
@@ -18,8 +20,8 @@ import (
 // releaseEvery bytes (MADV_DONTNEED: a shared file mapping's pages stay in
 // the file, and the next touch maps them again from the page cache). The
 // one pass that reads the results in their sorted order, scattered over
-// the file, reads them with pread instead (writeAside), so that it maps no
-// page at all. The process's resident memory then holds a few MiB of the
+// the file, reads the file instead (writeAside, sortInFile), so that it
+// maps no page at all. The process's resident memory then holds a few MiB of the
 // bundle at a time rather than all of it; the page cache holds the rest,
 // which the kernel writes back and reclaims under memory pressure.
 //
@@ -119,9 +121,10 @@ func (s *spill) offset(b []byte) (off int64, ok bool) {
 
 // writeAside makes the hash and the zstd blob of c, a spilled bundle, in
 // one pass over its canonical bytes: they are read from the spill's file
-// (pread, so no page of the mapping becomes resident, however scattered
-// the sorted results are), copied into pieces of spillPiece bytes, hashed
-// here and compressed on every core meanwhile. The blob is held in memory
+// (pread, so no page of the mapping becomes resident; results out of order
+// through the buckets of sortInFile, else one pread each), copied into
+// pieces of spillPiece bytes, hashed here and compressed on every core
+// meanwhile. The blob is held in memory
 // (the compressed size, a fraction of the bundle's).
 func (c *Canonical) writeAside() (Hash, pieces, error) {
 	var blob pieces
@@ -157,7 +160,9 @@ func (c *Canonical) writeAside() (Hash, pieces, error) {
 		piece = <-free
 	}
 	var readErr error
-	for seg := range c.rawSegments() {
+	// emit copies seg into the pieces: from the file when it is a slice of
+	// the mapping (pread), else from memory.
+	emit := func(seg []byte) {
 		off, inFile := c.spill.offset(seg)
 		for len(seg) > 0 && readErr == nil {
 			n := min(len(seg), cap(piece)-len(piece))
@@ -174,6 +179,23 @@ func (c *Canonical) writeAside() (Hash, pieces, error) {
 			}
 		}
 	}
+	for _, seg := range c.head {
+		emit(seg)
+	}
+	switch {
+	case c.region != nil:
+		emit(c.region)
+	case !c.sortInFile(func(res []byte) {
+		emit(res) // from memory: a bucket read back
+	}, &readErr):
+		for i, e := range c.results {
+			if i > 0 {
+				emit(comma)
+			}
+			emit(c.buf[e.start:e.end])
+		}
+	}
+	emit(tail)
 	h.Write(piece)
 	full <- piece
 	close(full)
@@ -185,6 +207,127 @@ func (c *Canonical) writeAside() (Hash, pieces, error) {
 		return "", nil, fmt.Errorf("bundle: compress: %w", err)
 	}
 	return hashOf(h), blob, nil
+}
+
+// bucketBytes is the most bytes of results one bucket of sortInFile
+// holds: what it reads back into memory at once.
+const bucketBytes = 4 << 20
+
+// stageBytes is the buffer of each bucket while sortInFile fills them.
+const stageBytes = 32 << 10
+
+// sortInFile yields c's results (out of order in its spill) in their
+// sorted order with a comma between two, as rawSegments does, in two
+// sequential passes over the file instead of one pread per result: the
+// sorted results are cut into buckets of at most bucketBytes; the first
+// pass reads the results in the order they lie in the file and appends
+// each to its bucket, in the spill's file past the canonical bytes; the
+// second reads each bucket back whole and yields its results in their
+// order. It reports false, having yielded nothing, when the file has no
+// room for the buckets (each result's bytes once more); a read or write
+// error is set in *ioErr (and nothing more is yielded).
+func (c *Canonical) sortInFile(yield func([]byte), ioErr *error) bool {
+	sp := c.spill
+	base, ok := sp.offset(c.buf)
+	n := len(c.results)
+	if !ok || n < 2 {
+		return false
+	}
+	// bucket[k] is where bucket k begins in the file; the results of ranks
+	// first[k] … first[k+1]-1 go there.
+	area := (sp.used.Load() + pageSize - 1) &^ (pageSize - 1)
+	var first []int
+	var bucket []int64
+	end, size := area, int64(0)
+	for r, e := range c.results {
+		l := int64(e.end - e.start)
+		if r == 0 || size+l > bucketBytes {
+			first, bucket, size = append(first, r), append(bucket, end), 0
+		}
+		size += l
+		end += l
+	}
+	if end > int64(len(sp.mem)) {
+		return false
+	}
+	first = append(first, n)
+	// order: the ranks in the order their results lie in the file.
+	order := make([]uint32, n)
+	for r := range order {
+		order[r] = uint32(r)
+	}
+	slices.SortFunc(order, func(a, b uint32) int { return cmp.Compare(c.results[a].start, c.results[b].start) })
+	bucketOf := func(r int) int {
+		k, _ := slices.BinarySearch(first, r+1)
+		return k - 1
+	}
+	// pos[r]: where result r lies in its bucket.
+	pos := make([]uint32, n)
+	cursor := slices.Clone(bucket)
+	stage := make([][]byte, len(bucket))
+	write := func(k int, b []byte) {
+		if *ioErr == nil {
+			_, *ioErr = sp.f.WriteAt(b, cursor[k])
+			cursor[k] += int64(len(b))
+		}
+	}
+	var chunk []byte
+	var chunkAt int64 = -1
+	for _, r := range order {
+		e := c.results[r]
+		off, l := base+int64(e.start), int64(e.end-e.start)
+		if chunkAt < 0 || off < chunkAt || off+l > chunkAt+int64(len(chunk)) {
+			// The next stretch of the file, from this result on.
+			chunk = slices.Grow(chunk[:0], int(max(l, spillPiece)))[:max(l, spillPiece)]
+			m, err := sp.f.ReadAt(chunk, off)
+			if m < int(l) {
+				if err == nil {
+					err = io.ErrUnexpectedEOF
+				}
+				*ioErr = err
+				return true
+			}
+			chunk, chunkAt = chunk[:m], off
+		}
+		res := chunk[off-chunkAt : off-chunkAt+l]
+		k := bucketOf(int(r))
+		pos[r] = uint32(cursor[k] - bucket[k] + int64(len(stage[k])))
+		if len(stage[k])+len(res) > stageBytes {
+			write(k, stage[k])
+			stage[k] = stage[k][:0]
+		}
+		if len(res) > stageBytes {
+			write(k, res)
+			continue
+		}
+		if stage[k] == nil {
+			stage[k] = make([]byte, 0, stageBytes)
+		}
+		stage[k] = append(stage[k], res...)
+	}
+	for k := range stage {
+		write(k, stage[k])
+	}
+	chunk, stage = nil, nil
+	var back []byte
+	for k := range bucket {
+		if *ioErr != nil {
+			return true
+		}
+		back = slices.Grow(back[:0], int(cursor[k]-bucket[k]))[:cursor[k]-bucket[k]]
+		if _, err := sp.f.ReadAt(back, bucket[k]); err != nil {
+			*ioErr = err
+			return true
+		}
+		for r := first[k]; r < first[k+1]; r++ {
+			if r > 0 {
+				yield(comma)
+			}
+			e := c.results[r]
+			yield(back[pos[r] : pos[r]+e.end-e.start])
+		}
+	}
+	return true
 }
 
 // readAtMost reads r into the spill to its end when it holds at most limit

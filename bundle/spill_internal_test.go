@@ -3,11 +3,13 @@ package bundle
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"strings"
 	"testing"
 
 	"github.com/pyrula/caseworker/bundle/bundletest"
@@ -117,4 +119,57 @@ func indentedBundle(t *testing.T, size int, seed uint64) ([]byte, *Canonical) {
 		t.Fatal(err)
 	}
 	return in.Bytes(), c
+}
+
+// TestSortInFile: a spilled bundle whose results come out of order, small
+// ones, ones longer than a bucket's buffer and one longer than a bucket,
+// over several buckets, is hashed and compressed to the bytes of the read
+// in memory, whether its file has room for the buckets or not (a limit at
+// its size: one pread per result).
+func TestSortInFile(t *testing.T) {
+	var b bytes.Buffer
+	b.WriteString(`{"results":[`)
+	sizes := []int{5 << 20}
+	for i := range 300 {
+		sizes = append(sizes, 100+i%7*13, 40<<10+i)
+	}
+	for i, n := range sizes {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"kind":"step","key":"k%05d","fingerprint":"`+strings.Repeat("ab", 32)+`","result":"%s"}`, len(sizes)-i, strings.Repeat("x", n))
+	}
+	b.WriteString(`],"history":[],"manifest":{"format":1,"kind":"workflow","target_name":"t","code_version":"v1","registration":{"tools":[],"steps":[]},"recorded_config":{},"pyrula_version":"0.1.0","source":{"run_id":"r","namespace":"n","origin":"valkey"},"fork_after_seq":0,"capture":{"complete":true,"missing":[]},"inputs":{}}}`)
+	in := b.Bytes()
+	want, err := Read(bytes.NewReader(in), Options{general: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, limit := range []int64{0, want.Size()} {
+		got, err := Read(bytes.NewReader(in), Options{general: true, Compress: true, SpillDir: t.TempDir(), spillAt: 1, MaxCanonicalSize: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.spill == nil || got.region != nil {
+			t.Fatalf("limit %d: not spilled out of order", limit)
+		}
+		var blob bytes.Buffer
+		if err := got.WriteBlob(&blob); err != nil {
+			t.Fatal(err)
+		}
+		back, err := testDecoder.DecodeAll(blob.Bytes(), nil)
+		if got.Hash() != want.Hash() || err != nil || !bytes.Equal(back, want.Bytes()) {
+			t.Fatalf("limit %d: hash %s, blob %d bytes (%v); want %s, %d bytes", limit, got.Hash(), len(back), err, want.Hash(), want.Size())
+		}
+		// The buckets are used when the file has room for them.
+		var sorted bytes.Buffer
+		var ioErr error
+		used := got.sortInFile(func(b []byte) { sorted.Write(b) }, &ioErr)
+		if used != (limit == 0) || ioErr != nil {
+			t.Fatalf("limit %d: sortInFile used the buckets: %t (%v)", limit, used, ioErr)
+		}
+		if used && !bytes.Contains(want.Bytes(), sorted.Bytes()) || sorted.Len() < 12<<20 && used {
+			t.Fatalf("limit %d: the buckets gave %d bytes that are not the sorted results", limit, sorted.Len())
+		}
+	}
 }
