@@ -13,9 +13,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/internal/testenv"
 	"github.com/pyrula/caseworker/journal"
+	"github.com/pyrula/caseworker/journal/pgarchive"
 	"github.com/pyrula/caseworker/journal/valkeyjournal"
 	"github.com/pyrula/caseworker/runevent"
 )
@@ -80,8 +83,9 @@ func recordBigRun(tb testing.TB, j journal.Journal, size int) string {
 // every call after the fork, so that every result carries its input. It
 // reports the process's peak RSS as a multiple of the saved bundle's
 // canonical size (rss-x, target ≤ 1.0), the canonical size and the load
-// average: spilled (TMPDIR a directory on disk) and in memory (TMPDIR a
-// tmpfs, which the spill refuses).
+// average: spilled (TMPDIR a directory on disk), in memory (TMPDIR a
+// tmpfs, which the spill refuses), and spilled from the PostgreSQL archive
+// (the run sealed there and gone from Valkey).
 //
 //	go test -run '^$' -bench SavePeak -benchtime 2x -timeout 30m ./cli/
 func BenchmarkSavePeak(b *testing.B) {
@@ -97,6 +101,7 @@ func BenchmarkSavePeak(b *testing.B) {
 		b.Fatal(err)
 	}
 	runID := recordBigRun(b, j, size)
+	hashes := map[string]string{}
 	for _, tc := range []struct{ name, tmp string }{
 		{"spilled", b.TempDir()},
 		{"in-memory", "/dev/shm"}, // a tmpfs: the spill refuses it
@@ -105,23 +110,55 @@ func BenchmarkSavePeak(b *testing.B) {
 			if _, err := os.Stat(tc.tmp); err != nil {
 				b.Skipf("no %s: %v", tc.tmp, err)
 			}
-			savePeak(b, url, ns, runID, tc.tmp)
+			hashes[tc.name] = savePeak(b, runID, tc.tmp, "PYRULA_VALKEY_URL="+url, "PYRULA_NAMESPACE="+ns)
 		})
+	}
+	// The same run, archived in PostgreSQL and gone from Valkey (so
+	// last): the save reads it from the archive.
+	dsn := testenv.FreshPostgresDatabase(b)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pgarchive.Migrate(ctx, pool); err != nil {
+		b.Fatal(err)
+	}
+	aj, err := valkeyjournal.New(c, valkeyjournal.Options{Namespace: ns, Archive: pgarchive.New(pool)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := aj.Seal(ctx, runID); err != nil {
+		b.Fatal(err)
+	}
+	mk, ek, rk := valkeyjournal.Keys(ns, runID)
+	if err := c.Do(ctx, c.B().Del().Key(mk, ek, rk).Build()).Error(); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("archived", func(b *testing.B) {
+		hashes["archived"] = savePeak(b, runID, b.TempDir(), "PYRULA_VALKEY_URL="+url, "PYRULA_NAMESPACE="+ns, "PYRULA_POSTGRES_DSN="+dsn)
+	})
+	// The same run saves to the same bundle, however it is read and held.
+	for name, h := range hashes {
+		if want, ok := hashes["spilled"]; ok && h != want {
+			b.Errorf("%s: fixture hash %s, spilled %s", name, h, want)
+		}
 	}
 }
 
 // savePeak is one sub-benchmark of BenchmarkSavePeak: saves of run runID
-// with TMPDIR=tmp.
-func savePeak(b *testing.B, url, ns, runID, tmp string) {
+// with TMPDIR=tmp and env. It returns the fixture hash saved.
+func savePeak(b *testing.B, runID, tmp string, env ...string) string {
 	dir := b.TempDir()
 	var rss, canon int64
 	var load float64
+	var hash string
 	for i := range b.N {
 		load += loadAverage()
 		store := filepath.Join(dir, fmt.Sprintf("cases-%d", i))
 		cmd := exec.Command(pyrula, "case", "save", "checkout", runID, "--fork-after-seq", "1")
-		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + tmp, "PYRULA_FIXTURE_STORE=" + store,
-			"PYRULA_VALKEY_URL=" + url, "PYRULA_NAMESPACE=" + ns}, testenv.BinaryEnv()...)
+		cmd.Env = append(append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + tmp, "PYRULA_FIXTURE_STORE=" + store}, env...), testenv.BinaryEnv()...)
 		r := runChild(b, cmd)
 		var out struct {
 			FixtureHash string `json:"fixture_hash"`
@@ -130,6 +167,7 @@ func savePeak(b *testing.B, url, ns, runID, tmp string) {
 			b.Fatalf("pyrula printed %q (%v)", r.out, err)
 		}
 		b.StopTimer()
+		hash = out.FixtureHash
 		canon = canonicalSize(b, filepath.Join(store, out.FixtureHash[:2], out.FixtureHash+".case"))
 		os.RemoveAll(store)
 		b.StartTimer()
@@ -139,6 +177,7 @@ func savePeak(b *testing.B, url, ns, runID, tmp string) {
 	b.ReportMetric(float64(rss)/float64(canon), "rss-x")
 	b.ReportMetric(float64(canon)/1e6, "canonical-MB")
 	b.ReportMetric(load/float64(b.N), "load1")
+	return hash
 }
 
 // canonicalSize is the canonical size of the bundle in blob file path.

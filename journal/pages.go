@@ -44,6 +44,14 @@ type PagedReader interface {
 	RunPages(ctx context.Context, runID string) (RunPages, error)
 }
 
+// PagedArchive is an Archive that reads runs in pages; a journal reading
+// through it (its live copy gone) pages the archived run too.
+type PagedArchive interface {
+	// RunPages opens archived run runID of namespace for a read in pages.
+	// Errors: one wrapping ErrRunNotFound when the archive has no such run.
+	RunPages(ctx context.Context, namespace, runID string) (RunPages, error)
+}
+
 // ReadPages opens run runID of j for a read in pages: through j's
 // PagedReader when it has one, else read whole (Run) and paged in memory.
 func ReadPages(ctx context.Context, j Journal, runID string) (RunPages, error) {

@@ -42,18 +42,7 @@ func record(t *testing.T, target string, calls []call, inFlight *call, finish bo
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := func(kind journal.Kind, fields any) journal.Event {
-		e, err := journal.NewEvent(kind, fields)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
-	appendBatch := func(b journal.Batch) {
-		if _, err := j.Append(ctx, lease, b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ev, appendBatch := eventMaker(t), appender(t, j, lease)
 	appendBatch(journal.Batch{Events: []journal.Event{ev(runevent.RunStart, map[string]any{"inputs": map[string]string{"sku": "SKU-42"}, "code_version": "v2"})}})
 	callField := func(c call) map[string]string {
 		return map[string]string{"kind": c.kind, "key": c.key, "fingerprint": fp(c.input), "effect": "read"}
@@ -78,6 +67,28 @@ func record(t *testing.T, target string, calls []call, inFlight *call, finish bo
 		t.Fatal(err)
 	}
 	return r
+}
+
+// eventMaker returns a maker of events of a kind with fields that fails t
+// on an error.
+func eventMaker(t *testing.T) func(kind journal.Kind, fields any) journal.Event {
+	return func(kind journal.Kind, fields any) journal.Event {
+		e, err := journal.NewEvent(kind, fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+}
+
+// appender returns an appender of batches to j under lease that fails t on
+// an error.
+func appender(t *testing.T, j journal.Journal, lease journal.Lease) func(journal.Batch) {
+	return func(b journal.Batch) {
+		if _, err := j.Append(context.Background(), lease, b); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 var workflowCalls = []call{

@@ -112,9 +112,11 @@ type streamer struct {
 	forks *forkScan
 
 	// after is set once an event after the fork is seen (the history is
-	// closed and the results opened); results counts the results written.
+	// closed and the results opened); results and history count what is
+	// written of each.
 	after   bool
 	results int
+	history int // events written
 	// stop, once set, is the refusal at the fork: nothing more is
 	// written, and the events are read on only for the kind (a
 	// kind_mismatch comes first, as in Build).
@@ -239,9 +241,10 @@ func (s *streamer) before(e journal.Event, c journal.Call, isCall, atFork bool) 
 	if err != nil {
 		return fmt.Errorf("capture: run %s: %w", s.pg.Meta().RunID, err)
 	}
-	if s.buf[len(s.buf)-1] != '[' {
+	if s.history > 0 {
 		s.buf = append(s.buf, ',')
 	}
+	s.history++
 	s.buf = append(s.buf, raw...)
 	return s.spill()
 }

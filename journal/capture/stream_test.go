@@ -40,18 +40,7 @@ func randomRun(t *testing.T, seed uint64) *journal.Run {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := func(kind journal.Kind, fields any) journal.Event {
-		e, err := journal.NewEvent(kind, fields)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
-	add := func(b journal.Batch) {
-		if _, err := j.Append(ctx, lease, b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ev, add := eventMaker(t), appender(t, j, lease)
 	kinds := []string{"step", "step", "step", "sleep", "model", "tool"}
 	if rng.IntN(3) == 0 {
 		kinds = []string{"step", "sleep"} // a workflow
@@ -218,5 +207,33 @@ func TestFromJournalRereadsAChangedRun(t *testing.T) {
 	got, err := capture.FromJournal(ctx, changing{j}, p)
 	if err != nil || got.Hash() != want.Hash() {
 		t.Fatalf("FromJournal over pages that changed: %v, hash %v, want %s", err, got, want.Hash())
+	}
+}
+
+// TestStreamLongRun: a run whose history and results are many times the
+// streamer's 64 KiB buffer, at a fork late in it and early in it, streams
+// to the bundle Build gives.
+func TestStreamLongRun(t *testing.T) {
+	var calls []call
+	for i := range 3000 {
+		calls = append(calls, call{"step", fmt.Sprintf("fetch:%04d", i), fmt.Sprintf(`{"id":%d,"q":"%0100d"}`, i, i), fmt.Sprintf(`{"n":%d}`, i)})
+	}
+	r := record(t, "checkout", calls, nil, true)
+	for _, fork := range []int64{2, 3002, r.Meta.LastSeq} {
+		p := capture.Params{ForkAfterSeq: seq(fork), PyrulaVersion: "0.1.0"}
+		b, err := capture.Build(r, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := bundle.Encode(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := bundle.EncodeStream(func(w io.Writer) error {
+			return capture.Stream(context.Background(), journal.PagesOf(r), p, w)
+		}, bundle.Options{})
+		if err != nil || got.Hash() != want.Hash() {
+			t.Fatalf("fork %d: streamed %v (%v), built %s", fork, got, err, want.Hash())
+		}
 	}
 }

@@ -17,7 +17,8 @@ const pageEvents = 1024
 // RunPages implements journal.PagedReader: the run's meta and result ids
 // in one transaction, then its events an XRANGE of 1,024 at a time and its
 // results by HMGET, as asked. A run no longer live is read whole through
-// the archive (Run) and paged in memory. Events or results gone between
+// the archive: in pages where the archive has them (journal.PagedArchive),
+// else whole (Run) and paged in memory. Events or results gone between
 // two pages (the run's keys expired) are journal.ErrRunChanged.
 func (j *Journal) RunPages(ctx context.Context, runID string) (journal.RunPages, error) {
 	if err := journal.CheckRunID(runID); err != nil {
@@ -46,7 +47,14 @@ func (j *Journal) RunPages(ctx context.Context, runID string) (journal.RunPages,
 		return nil, fmt.Errorf("valkeyjournal: pages %s: meta: %w", runID, err)
 	}
 	if len(fields) == 0 {
-		// Not live: the archive's copy, whole.
+		// Not live: the archive's copy, in pages where it has them.
+		if pa, ok := j.opts.Archive.(journal.PagedArchive); ok {
+			pg, err := pa.RunPages(ctx, j.opts.Namespace, runID)
+			if err != nil {
+				return nil, fmt.Errorf("valkeyjournal: pages %s: %w", runID, err)
+			}
+			return archivedPages{pg}, nil
+		}
 		r, err := j.Run(ctx, runID)
 		if err != nil {
 			return nil, err
@@ -62,6 +70,16 @@ func (j *Journal) RunPages(ctx context.Context, runID string) (journal.RunPages,
 	}
 	journal.SortResultIDs(p.ids)
 	return p, nil
+}
+
+// archivedPages are an archived run's pages, its meta read through this
+// journal (OriginArchive).
+type archivedPages struct{ journal.RunPages }
+
+func (p archivedPages) Meta() journal.Meta {
+	m := p.RunPages.Meta()
+	m.Origin = journal.OriginArchive
+	return m
 }
 
 // pages is a live run read in pages.
