@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 )
@@ -29,8 +30,9 @@ import (
 // Canonical and the pipeline that hold it is collected: the mapping lives
 // as long as any slice of it can be in use.
 type spill struct {
-	mem []byte   // the whole mapping: len and cap are its size
-	f   *os.File // the mapped file, for pread
+	mem     []byte   // the whole mapping: len and cap are its size
+	f       *os.File // the mapped file, for pread
+	mapping spillMapping
 
 	// used is how far the bytes go (the reader's length), so that a release
 	// covers only pages that may have been touched.
@@ -58,10 +60,20 @@ const faultAround = 64 << 10
 // and the size of writeAside's pieces.
 const spillPiece = 1 << 20
 
-// spillMapping is what a spill's cleanup releases.
+// spillMapping is what a spill's cleanup releases, once: Canonical.Release
+// may have released it before.
 type spillMapping struct {
-	mem []byte
-	f   *os.File
+	mem  []byte
+	f    *os.File
+	once *sync.Once
+}
+
+// release unmaps the mapping and closes the file, the first time.
+func (m spillMapping) release() {
+	m.once.Do(func() {
+		unmap(m.mem)
+		m.f.Close()
+	})
 }
 
 // openSpill maps a new spill of size bytes in a temporary file of dir,
@@ -72,11 +84,9 @@ func openSpill(dir string, size int64) (*spill, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &spill{mem: mem, f: f}
-	runtime.AddCleanup(s, func(m spillMapping) {
-		unmap(m.mem)
-		m.f.Close()
-	}, spillMapping{mem, f})
+	m := spillMapping{mem: mem, f: f, once: new(sync.Once)}
+	s := &spill{mem: mem, f: f, mapping: m}
+	runtime.AddCleanup(s, spillMapping.release, m)
 	return s, nil
 }
 
@@ -117,6 +127,23 @@ func (s *spill) offset(b []byte) (off int64, ok bool) {
 		return 0, false
 	}
 	return int64(p - base), true
+}
+
+// Release hands back at once what c holds outside the Go heap, the
+// mapping and the temporary file of a spilled bundle (Options.SpillDir),
+// which are otherwise handed back when c is collected: the file reserves
+// room for the largest bundle, and a process that stores many large
+// bundles (a worker's saves) should not leave that to the collector. It
+// waits for the hash and blob made aside; c must not be used after it. A
+// Canonical held in memory has nothing to release.
+func (c *Canonical) Release() {
+	if c == nil || c.spill == nil {
+		return
+	}
+	if c.hashed != nil {
+		<-c.hashed
+	}
+	c.spill.mapping.release()
 }
 
 // writeAside makes the hash and the zstd blob of c, a spilled bundle, in

@@ -173,3 +173,42 @@ func TestSortInFile(t *testing.T) {
 		}
 	}
 }
+
+// TestRelease: Release closes a spilled bundle's file at once (its
+// reserved blocks go with it), after the hash and blob made aside, and
+// does nothing the second time or for a bundle held in memory.
+func TestRelease(t *testing.T) {
+	in, want := indentedBundle(t, 2<<20, 3)
+	fds := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skipf("no /proc/self/fd: %v", err)
+		}
+		return len(entries)
+	}
+	before := fds()
+	c, err := Read(bytes.NewReader(in), Options{Compress: true, SpillDir: t.TempDir(), spillAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.spill == nil {
+		t.Skip("not spilled here (no fallocate, or a tmpfs)")
+	}
+	if fds() != before+1 {
+		t.Fatalf("a spilled read holds %d more files, want 1", fds()-before)
+	}
+	var blob bytes.Buffer
+	if err := c.WriteBlob(&blob); err != nil {
+		t.Fatal(err)
+	}
+	hash := c.Hash()
+	c.Release()
+	if fds() != before {
+		t.Fatalf("after Release %d more files are open, want none", fds()-before)
+	}
+	c.Release()
+	if back, err := testDecoder.DecodeAll(blob.Bytes(), nil); hash != want.Hash() || err != nil || !bytes.Equal(back, want.Bytes()) {
+		t.Fatal("the spilled read gave another hash or blob")
+	}
+	want.Release() // in memory: nothing to release
+}

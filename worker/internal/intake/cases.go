@@ -386,6 +386,9 @@ func (in *Intake) saveCase(ctx context.Context, raw json.RawMessage) (any, error
 		}
 		return nil, err
 	}
+	// A spilled bundle's file, which reserves room for the largest bundle
+	// in TMPDIR, goes when the save is done, not when the collector runs.
+	defer c.Release()
 	if _, err := store.Save(ctx, s, c); err != nil {
 		return nil, fmt.Errorf("save %s: %w", c.Hash(), err)
 	}
