@@ -569,6 +569,8 @@ func testNotFound(t *testing.T, h *Harness) {
 	wantErr(t, "Results", err, journal.ErrRunNotFound)
 	_, err = f.j.Run(f.ctx, id)
 	wantErr(t, "Run", err, journal.ErrRunNotFound)
+	_, err = journal.ReadPages(f.ctx, f.j, id)
+	wantErr(t, "ReadPages", err, journal.ErrRunNotFound)
 	_, err = f.j.Acquire(f.ctx, journal.AcquireParams{RunID: id, Owner: "w"})
 	wantErr(t, "Acquire", err, journal.ErrRunNotFound)
 	l := journal.Lease{RunID: id, Owner: "w", Epoch: 1, TTL: time.Second}
