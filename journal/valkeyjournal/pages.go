@@ -3,6 +3,7 @@ package valkeyjournal
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/valkey-io/valkey-go"
 
@@ -16,10 +17,11 @@ const pageEvents = 1024
 
 // RunPages implements journal.PagedReader: the run's meta and result ids
 // in one transaction, then its events an XRANGE of 1,024 at a time and its
-// results by HMGET, as asked. A run no longer live is read whole through
-// the archive: in pages where the archive has them (journal.PagedArchive),
+// results by HMGET, as asked. A run no longer live is read through the
+// archive: in pages where the archive has them (journal.PagedArchive),
 // else whole (Run) and paged in memory. Events or results gone between
-// two pages (the run's keys expired) are journal.ErrRunChanged.
+// two pages (the run's keys expired) are journal.ErrRunChanged. A user
+// whose ACL refuses HKEYS reads the run whole (Run).
 func (j *Journal) RunPages(ctx context.Context, runID string) (journal.RunPages, error) {
 	if err := journal.CheckRunID(runID); err != nil {
 		return nil, fmt.Errorf("valkeyjournal: pages %s: %w", runID, err)
@@ -31,10 +33,23 @@ func (j *Journal) RunPages(ctx context.Context, runID string) (journal.RunPages,
 		j.c.B().Hkeys().Key(rk).Build(),
 		j.c.B().Exec().Build())
 	reply, err := resps[len(resps)-1].ToArray()
+	noPerm := false
 	for _, r := range resps {
 		if e := r.Error(); e != nil {
 			err = e
+			if ve, ok := valkey.IsValkeyErr(e); ok && strings.HasPrefix(ve.Error(), "NOPERM") {
+				noPerm = true
+			}
 		}
+	}
+	if noPerm {
+		// A user whose ACL lacks HKEYS (granted before saves read in
+		// pages) reads the run whole, as it did then.
+		r, err := j.Run(ctx, runID)
+		if err != nil {
+			return nil, err
+		}
+		return journal.PagesOf(r), nil
 	}
 	if err == nil && len(reply) != 2 {
 		err = fmt.Errorf("unexpected transaction reply of %d parts", len(reply))

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/valkey-io/valkey-go"
+
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/internal/testenv"
 	"github.com/pyrula/caseworker/journal"
@@ -54,5 +56,50 @@ func TestPagesSeeKeysGo(t *testing.T) {
 	}
 	if _, err := pg.Results(ctx, pg.ResultIDs()); !errors.Is(err, journal.ErrRunChanged) {
 		t.Errorf("Results after the results key went: %v, want ErrRunChanged", err)
+	}
+}
+
+// TestPagesWithoutHKEYS: a Valkey user whose ACL refuses HKEYS (the
+// worker's line before saves read in pages) still pages a run: read whole.
+func TestPagesWithoutHKEYS(t *testing.T) {
+	ctx := context.Background()
+	admin := newClient(t)
+	ns := testenv.UniqueName(t, "pagesacl")
+	cleanup(t, admin, ns)
+	user := ns + "-user"
+	if err := admin.Do(ctx, admin.B().Arbitrary("ACL", "SETUSER", user, "on", "nopass", "~*", "+@all", "-hkeys").Build()).Error(); err != nil {
+		t.Skipf("ACL SETUSER: %v", err)
+	}
+	t.Cleanup(func() { admin.Do(context.Background(), admin.B().Arbitrary("ACL", "DELUSER", user).Build()) })
+	opt, err := valkey.ParseURL(testenv.ValkeyURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.Username, opt.DisableCache = user, true
+	c, err := valkey.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	j, err := valkeyjournal.New(c, valkeyjournal.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := j.Create(ctx, journal.CreateParams{RunID: "run_1", TargetName: "t", Owner: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Append(ctx, lease, journal.Batch{Results: []bundle.Result{{Kind: "step", Key: "a", Fingerprint: "f", Result: json.RawMessage(`1`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Do(ctx, c.B().Hkeys().Key("x").Build()).Error(); err == nil {
+		t.Fatal("HKEYS allowed to a user without it")
+	}
+	pg, err := j.RunPages(ctx, "run_1")
+	if err != nil {
+		t.Fatalf("RunPages without HKEYS: %v", err)
+	}
+	if ids := pg.ResultIDs(); len(ids) != 1 || ids[0] != "step:a" || pg.Meta().LastSeq != 1 {
+		t.Fatalf("pages: ids %v, last_seq %d", ids, pg.Meta().LastSeq)
 	}
 }
