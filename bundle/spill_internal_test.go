@@ -79,7 +79,18 @@ func TestSpillKeepsBytesOutOfHeap(t *testing.T) {
 				runtime.KeepAlive(c)
 				return size, after - before, hash, spilled
 			}
-			_, inSpill, got, spilled := kept(Options{SpillDir: dir, Compress: true})
+			// The live heap is the process's: what another test left
+			// running can land in one measurement, so the spilled read
+			// counts by its least of three.
+			var inSpill int64
+			var got Hash
+			var spilled bool
+			for i := range 3 {
+				var n int64
+				if _, n, got, spilled = kept(Options{SpillDir: dir, Compress: true}); i == 0 || n < inSpill {
+					inSpill = n
+				}
+			}
 			size, inHeap, want, _ := kept(Options{})
 			if !spilled || got != want {
 				t.Fatalf("spilled %v, hash %s, want %s", spilled, got, want)
