@@ -11,7 +11,6 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/flow/journallog"
@@ -58,16 +57,13 @@ func BenchmarkSaveCase(b *testing.B) {
 	for i := range b.N {
 		// The anchor: the same save in this process.
 		start := time.Now()
-		r, err := j.Run(context.Background(), runs[2*i+1])
+		m, err := j.Meta(context.Background(), runs[2*i+1])
 		if err != nil {
 			b.Fatal(err)
 		}
-		fork := r.Meta.LastSeq
-		bb, err := capture.Build(r, capture.Params{ForkAfterSeq: &fork, Registration: info.Registration, PyrulaVersion: version.Version})
-		if err != nil {
-			b.Fatal(err)
-		}
-		cb, err := bundle.Encode(bb)
+		fork := m.LastSeq
+		cb, err := capture.FromJournal(context.Background(), j, capture.FromJournalParams{Target: m.TargetName, RunID: m.RunID,
+			Params: capture.Params{ForkAfterSeq: &fork, Registration: info.Registration, PyrulaVersion: version.Version}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -82,14 +82,16 @@ type memPages struct {
 	byID map[string]int
 }
 
-// pageEvents is how many events one page of memPages holds.
-const pageEvents = 1024
+// PageSize is how many events one page of RunPages.Events holds at most
+// (each backend's read of a page), and how many results a reader of the
+// pages asks RunPages.Results for at once.
+const PageSize = 1024
 
 func (p *memPages) Meta() Meta          { return p.run.Meta }
 func (p *memPages) ResultIDs() []string { return slices.Clone(p.ids) }
 
 func (p *memPages) Events(ctx context.Context, fn func([]Event) error) error {
-	for evs := range slices.Chunk(p.run.Events, pageEvents) {
+	for evs := range slices.Chunk(p.run.Events, PageSize) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

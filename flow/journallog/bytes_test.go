@@ -128,7 +128,11 @@ func TestPinnedBytes(t *testing.T) {
 	}
 
 	fork := r.Meta.LastSeq - 1
-	b, err := capture.Build(r, capture.Params{ForkAfterSeq: &fork, PyrulaVersion: "test", Kind: bundle.KindAgent})
+	c, err := capture.Encode(r, capture.Params{ForkAfterSeq: &fork, PyrulaVersion: "test", Kind: bundle.KindAgent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Decode()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,10 +140,6 @@ func TestPinnedBytes(t *testing.T) {
 		if want := pinnedJSON[i]; string(h) != want {
 			t.Errorf("history %d:\n got %s\nwant %s", i, h, want)
 		}
-	}
-	c, err := bundle.Encode(b)
-	if err != nil {
-		t.Fatal(err)
 	}
 	if got := string(c.Hash()); got != pinnedHash {
 		t.Errorf("bundle hash %s, want %s", got, pinnedHash)

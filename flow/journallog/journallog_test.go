@@ -72,11 +72,7 @@ func TestRecordAndCapture(t *testing.T) {
 			}
 			info, _ := rt.Registry().Lookup(tc.target)
 			fork := r.Meta.LastSeq
-			b, err := capture.Build(r, capture.Params{ForkAfterSeq: &fork, Registration: info.Registration, PyrulaVersion: "test"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := bundle.Encode(b)
+			c, err := capture.Encode(r, capture.Params{ForkAfterSeq: &fork, Registration: info.Registration, PyrulaVersion: "test"})
 			if err != nil {
 				t.Fatalf("capture is not a valid bundle: %v", err)
 			}

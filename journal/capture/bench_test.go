@@ -68,15 +68,8 @@ func BenchmarkSave10kCalls(b *testing.B) {
 	b.ResetTimer()
 	var size int64
 	for range b.N {
-		r, err := j.Run(ctx, runID)
-		if err != nil {
-			b.Fatal(err)
-		}
-		bb, err := capture.Build(r, capture.Params{ForkAfterSeq: &last, PyrulaVersion: "bench"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		c, err := bundle.Encode(bb)
+		c, err := capture.FromJournal(ctx, j, capture.FromJournalParams{Target: "bench", RunID: runID,
+			Params: capture.Params{ForkAfterSeq: &last, PyrulaVersion: "bench"}})
 		if err != nil {
 			b.Fatal(err)
 		}

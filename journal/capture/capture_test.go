@@ -69,6 +69,15 @@ func record(t *testing.T, target string, calls []call, inFlight *call, finish bo
 	return r
 }
 
+// build is the bundle capture.Encode makes of run r at p, decoded.
+func build(r *journal.Run, p capture.Params) (*bundle.Bundle, error) {
+	c, err := capture.Encode(r, p)
+	if err != nil {
+		return nil, err
+	}
+	return c.Decode()
+}
+
 // eventMaker returns a maker of events of a kind with fields that fails t
 // on an error.
 func eventMaker(t *testing.T) func(kind journal.Kind, fields any) journal.Event {
@@ -99,7 +108,7 @@ var workflowCalls = []call{
 
 func seq(n int64) *int64 { return &n }
 
-func TestBuildAtForks(t *testing.T) {
+func TestCaptureAtForks(t *testing.T) {
 	// Events: 1 run:submitted, 2 run:start, 3/4 quote, 5/6 reserve, 7/8 sleep, 9 run:complete.
 	r := record(t, "checkout", workflowCalls, nil, true)
 	reg := bundle.Registration{Steps: []bundle.Step{{ID: "quote", Name: "quote", Effect: "read"}}}
@@ -115,7 +124,7 @@ func TestBuildAtForks(t *testing.T) {
 		{"at the last event", seq(9), 8, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := capture.Build(r, capture.Params{ForkAfterSeq: tc.fork, Registration: reg, PyrulaVersion: "0.1.0"})
+			b, err := build(r, capture.Params{ForkAfterSeq: tc.fork, Registration: reg, PyrulaVersion: "0.1.0"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -139,36 +148,33 @@ func TestBuildAtForks(t *testing.T) {
 					t.Fatalf("history[%d] = %s", i, h)
 				}
 			}
-			c, err := bundle.Encode(b)
-			if err != nil {
-				t.Fatalf("the capture is not a valid bundle: %v", err)
-			}
-			again, _ := capture.Build(r, capture.Params{ForkAfterSeq: tc.fork, Registration: reg, PyrulaVersion: "0.1.0"})
-			if c2, _ := bundle.Encode(again); c2.Hash() != c.Hash() {
-				t.Fatal("the same run at the same fork gave another hash")
+			c, err := capture.Encode(r, capture.Params{ForkAfterSeq: tc.fork, Registration: reg, PyrulaVersion: "0.1.0"})
+			again, err2 := capture.Encode(r, capture.Params{ForkAfterSeq: tc.fork, Registration: reg, PyrulaVersion: "0.1.0"})
+			if err != nil || err2 != nil || again.Hash() != c.Hash() {
+				t.Fatalf("the same run at the same fork gave another hash (%v, %v)", err, err2)
 			}
 		})
 	}
 }
 
-func TestBuildRefusals(t *testing.T) {
+func TestCaptureRefusals(t *testing.T) {
 	done := record(t, "checkout", workflowCalls, nil, true)
-	if _, err := capture.Build(done, capture.Params{ForkAfterSeq: seq(10)}); err == nil || messages.AsError(err) != nil {
+	if _, err := build(done, capture.Params{ForkAfterSeq: seq(10)}); err == nil || messages.AsError(err) != nil {
 		t.Fatalf("fork past the last event: %v", err)
 	}
 	// A fork inside a call (after its call:start, before its call:done).
-	_, err := capture.Build(done, capture.Params{ForkAfterSeq: seq(5)})
+	_, err := build(done, capture.Params{ForkAfterSeq: seq(5)})
 	if code, _ := messages.CodeOf(err); code != messages.CaptureIncomplete || !strings.Contains(err.Error(), "step:reserve:0 was in flight") {
 		t.Fatalf("fork inside a call: %v", err)
 	}
 	// A running run with a call in flight: forking at the end is incomplete,
 	// before the call it is fine but capture.complete is false.
 	running := record(t, "checkout", workflowCalls[:1], &workflowCalls[1], false)
-	_, err = capture.Build(running, capture.Params{ForkAfterSeq: seq(running.Meta.LastSeq)})
+	_, err = build(running, capture.Params{ForkAfterSeq: seq(running.Meta.LastSeq)})
 	if code, _ := messages.CodeOf(err); code != messages.CaptureIncomplete {
 		t.Fatalf("in flight at the end: %v", err)
 	}
-	b, err := capture.Build(running, capture.Params{ForkAfterSeq: seq(4)})
+	b, err := build(running, capture.Params{ForkAfterSeq: seq(4)})
 	if err != nil || b.Manifest.Capture.Complete || len(b.Manifest.Capture.Missing) != 1 {
 		t.Fatalf("running run: %+v, %v", b, err)
 	}
@@ -180,28 +186,28 @@ func TestKind(t *testing.T) {
 		{"tool", "toolu_01", `{"order":"A-1"}`, `{"status":"shipped"}`},
 	}
 	r := record(t, "support_agent", agentCalls, nil, true)
-	b, err := capture.Build(r, capture.Params{ForkAfterSeq: seq(2)})
+	b, err := build(r, capture.Params{ForkAfterSeq: seq(2)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.Manifest.Kind != bundle.KindAgent || string(b.Manifest.RecordedConfig) != `{"model":"local-echo-1"}` {
 		t.Fatalf("agent manifest: kind %s config %s", b.Manifest.Kind, b.Manifest.RecordedConfig)
 	}
-	_, err = capture.Build(r, capture.Params{ForkAfterSeq: seq(2), Kind: bundle.KindWorkflow})
+	_, err = build(r, capture.Params{ForkAfterSeq: seq(2), Kind: bundle.KindWorkflow})
 	if code, _ := messages.CodeOf(err); code != messages.KindMismatch {
 		t.Fatalf("--kind workflow on an agent run: %v", err)
 	}
 	wf := record(t, "checkout", workflowCalls, nil, true)
-	if b, err := capture.Build(wf, capture.Params{Kind: bundle.KindWorkflow}); err != nil || b.Manifest.Kind != bundle.KindWorkflow {
+	if b, err := build(wf, capture.Params{Kind: bundle.KindWorkflow}); err != nil || b.Manifest.Kind != bundle.KindWorkflow {
 		t.Fatalf("--kind workflow on a workflow: %v", err)
 	}
-	if b, err := capture.Build(r, capture.Params{ForkAfterSeq: seq(2), Kind: bundle.KindAgent}); err != nil || b.Manifest.Kind != bundle.KindAgent {
+	if b, err := build(r, capture.Params{ForkAfterSeq: seq(2), Kind: bundle.KindAgent}); err != nil || b.Manifest.Kind != bundle.KindAgent {
 		t.Fatalf("--kind agent on an agent run: %v", err)
 	}
 	// --kind agent on a run without model or tool calls, as --kind workflow
 	// the other way; at any fork, and with inputs only.
 	for _, fork := range []*int64{nil, seq(0), seq(4), seq(wf.Meta.LastSeq)} {
-		_, err = capture.Build(wf, capture.Params{ForkAfterSeq: fork, Kind: bundle.KindAgent})
+		_, err = build(wf, capture.Params{ForkAfterSeq: fork, Kind: bundle.KindAgent})
 		if code, _ := messages.CodeOf(err); code != messages.KindMismatch ||
 			!strings.Contains(err.Error(), "run run_1 made no model or tool calls, so it is a workflow run, not an agent") {
 			t.Fatalf("--kind agent on a workflow run (fork %v): %v", fork, err)
@@ -237,11 +243,7 @@ func startedRun(t *testing.T, runID string, fields map[string]json.RawMessage) *
 // run:start (run_seq 2).
 func capturedBundle(t *testing.T, r *journal.Run) string {
 	t.Helper()
-	b, err := capture.Build(r, capture.Params{ForkAfterSeq: seq(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := bundle.Encode(b)
+	c, err := capture.Encode(r, capture.Params{ForkAfterSeq: seq(2)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +274,7 @@ func TestPricesNotCaptured(t *testing.T) {
 	}
 	// A request without prices is kept byte for byte.
 	r.Events[0].Extra["request"] = json.RawMessage(`{"options":{"replay_only":true},"target_name":"checkout"}`)
-	b, err := capture.Build(r, capture.Params{ForkAfterSeq: seq(2)})
+	b, err := build(r, capture.Params{ForkAfterSeq: seq(2)})
 	if err != nil || !strings.Contains(string(b.History[0]), `"request":{"options":{"replay_only":true},"target_name":"checkout"}`) {
 		t.Fatalf("request without prices: %s, %v", b.History[0], err)
 	}
@@ -305,15 +307,7 @@ func TestTraceContextNotCaptured(t *testing.T) {
 func TestResultsKeepPostForkInputs(t *testing.T) {
 	// Events: 1 run:submitted, 2 run:start, 3/4 quote, 5/6 reserve, 7/8 sleep, 9 run:complete.
 	r := record(t, "checkout", workflowCalls, nil, true)
-	b, err := capture.Build(r, capture.Params{ForkAfterSeq: seq(4), PyrulaVersion: "0.1.0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := bundle.Encode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := c.Decode()
+	got, err := build(r, capture.Params{ForkAfterSeq: seq(4), PyrulaVersion: "0.1.0"})
 	if err != nil {
 		t.Fatal(err)
 	}

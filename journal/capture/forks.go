@@ -24,7 +24,7 @@ type ForkPoint struct {
 	Why string `json:"why,omitempty"`
 }
 
-// ForkPoints returns one ForkPoint per event of r, in run_seq order. Build
+// ForkPoints returns one ForkPoint per event of r, in run_seq order. Stream
 // refuses exactly the forks that ForkPoints marks invalid, with the same
 // reasons (capture_incomplete).
 func ForkPoints(r *journal.Run) []ForkPoint {

@@ -14,9 +14,6 @@ import (
 	"github.com/pyrula/caseworker/runevent"
 )
 
-// resultsPage is how many results one read of the results asks for.
-const resultsPage = 1024
-
 // The states of a recorded result while a run is streamed.
 const (
 	// startedBefore: its call started at or before the fork, so its
@@ -27,15 +24,43 @@ const (
 	written
 )
 
-// Stream writes the bundle of the run pg pages, captured as Build captures
-// it, to w as JSON: the history, then the results, then the manifest (an
-// order bundle.Read and bundle.EncodeStream accept), never holding more of
-// the run than a page of events and a page of results, with the ids of its
-// results. Results of calls after the fork are written as their call:start
-// events come (with the input those carry), the others in (kind, key)
-// order after the events. Its refusals are Build's, with the same reason
-// codes and messages; an error of pg (journal.ErrRunChanged among them) is
+// Stream writes the bundle of the run pg pages, captured at p, to w as
+// JSON: the history, then the results, then the manifest (an order
+// bundle.Read and bundle.EncodeStream accept), never holding more of the
+// run than a page of events and a page of results, with the ids of its
+// results.
+//
+// Refusals carry reason codes: capture_incomplete (a call in flight at the
+// fork, or a call done at or before the fork whose result is not recorded;
+// the message lists them), kind_mismatch (checked first). A fork after the
+// run's last event is invalid input (an error without a code, a
+// *ForkRangeError). An error of pg (journal.ErrRunChanged among them) is
 // returned wrapped.
+//
+// history holds the run's events up to the fork, terminal events dropped,
+// as they were recorded, except that the prices of a case run (its
+// run:submitted request's options.prices, see withoutPrices) and the trace
+// context a run was submitted under (withoutTraceContext) are left out.
+//
+// results are every recorded result. Those of calls made after the fork
+// (their call:start is not in the history) are written as those events
+// come, with the call's input and the run_seq of its first call:start
+// after the fork (start_seq), so that a case run can name the fields of
+// such a call that changed and a case diff can list such calls in run
+// order; the others, whose call:start events in the history hold both,
+// after the events, in (kind, key) order.
+//
+// The manifest's kind is agent when the run made model or tool calls, else
+// workflow; its code_version the last run:start's (a resumed run starts
+// again), else the submitted one; recorded_config {} for a workflow, for an
+// agent {"model": …} of its first model call's input. source.origin names
+// the journal the run was recorded in: "valkey" for every run this
+// software records, also once the run has moved to the archive, so that a
+// run saves to the same hash before and after its live keys expire.
+// capture.complete is true when the run has finished, so that every result
+// after the fork is recorded too; for a run still running or suspended it
+// is false and missing says results after the last event may be missing
+// (replay resolves those calls down the ladder).
 func Stream(ctx context.Context, pg journal.RunPages, p Params, w io.Writer) error {
 	m := pg.Meta()
 	if p.ForkAfterSeq != nil && (*p.ForkAfterSeq < 0 || *p.ForkAfterSeq > m.LastSeq) {
@@ -119,7 +144,7 @@ type streamer struct {
 	history int // events written
 	// stop, once set, is the refusal at the fork: nothing more is
 	// written, and the events are read on only for the kind (a
-	// kind_mismatch comes first, as in Build).
+	// kind_mismatch comes first).
 	stop error
 
 	evidence, eventEvidence string // the first model or tool call of the results, of the events
@@ -283,7 +308,7 @@ func (s *streamer) rest(ctx context.Context) error {
 		if s.state[i]&written != 0 {
 			continue
 		}
-		if ids = append(ids, id); len(ids) == resultsPage {
+		if ids = append(ids, id); len(ids) == journal.PageSize {
 			if err := flush(); err != nil {
 				return err
 			}

@@ -114,7 +114,8 @@ func outcome(c *bundle.Canonical, err error) string {
 
 // TestStreamIsBuild: for random runs, at every fork (none, 0 and each
 // run_seq) and with each --kind, streaming the run (Stream through
-// bundle.EncodeStream) gives the bundle Build and Encode give, to the hash,
+// bundle.EncodeStream) gives the bundle the capture of the run held whole
+// (the reference BuildWhole, then bundle.Encode) gives, to the hash,
 // or the same refusal; in pages of the run held whole, read in memory and
 // spilled.
 func TestStreamIsBuild(t *testing.T) {
@@ -133,7 +134,7 @@ func TestStreamIsBuild(t *testing.T) {
 			for _, kind := range []bundle.Kind{"", bundle.KindWorkflow, bundle.KindAgent} {
 				p := capture.Params{ForkAfterSeq: fork, Kind: kind, PyrulaVersion: "0.1.0",
 					Registration: bundle.Registration{Steps: []bundle.Step{{ID: "s", Name: "s", Effect: "read"}}}}
-				b, err := capture.Build(r, p)
+				b, err := capture.BuildWhole(r, p)
 				var want string
 				if err != nil {
 					want = outcome(nil, err)
@@ -212,7 +213,7 @@ func TestFromJournalRereadsAChangedRun(t *testing.T) {
 
 // TestStreamLongRun: a run whose history and results are many times the
 // streamer's 64 KiB buffer, at a fork late in it and early in it, streams
-// to the bundle Build gives.
+// to the bundle the reference capture of the run held whole gives.
 func TestStreamLongRun(t *testing.T) {
 	var calls []call
 	for i := range 3000 {
@@ -221,7 +222,7 @@ func TestStreamLongRun(t *testing.T) {
 	r := record(t, "checkout", calls, nil, true)
 	for _, fork := range []int64{2, 3002, r.Meta.LastSeq} {
 		p := capture.Params{ForkAfterSeq: seq(fork), PyrulaVersion: "0.1.0"}
-		b, err := capture.Build(r, p)
+		b, err := capture.BuildWhole(r, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,9 +230,7 @@ func TestStreamLongRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := bundle.EncodeStream(func(w io.Writer) error {
-			return capture.Stream(context.Background(), journal.PagesOf(r), p, w)
-		}, bundle.Options{})
+		got, err := capture.Encode(r, p)
 		if err != nil || got.Hash() != want.Hash() {
 			t.Fatalf("fork %d: streamed %v (%v), built %s", fork, got, err, want.Hash())
 		}

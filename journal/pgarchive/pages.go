@@ -10,9 +10,6 @@ import (
 	"github.com/pyrula/caseworker/journal/internal/backend"
 )
 
-// pageEvents is how many events one query of RunPages' Events reads.
-const pageEvents = 1024
-
 const (
 	resultIDsQuery  = `SELECT kind, key FROM archive.run_results WHERE namespace = $1 AND run_id = $2`
 	eventsPageQuery = `SELECT event FROM archive.run_events WHERE namespace = $1 AND run_id = $2 AND run_seq > $3 ORDER BY run_seq LIMIT $4`
@@ -64,7 +61,7 @@ func (p *pages) ResultIDs() []string { return p.ids }
 func (p *pages) Events(ctx context.Context, fn func([]journal.Event) error) error {
 	var last int64
 	for last < p.meta.LastSeq {
-		evs, err := scanEvents(p.a.pool.Query(ctx, eventsPageQuery, p.namespace, p.meta.RunID, last, pageEvents))
+		evs, err := scanEvents(p.a.pool.Query(ctx, eventsPageQuery, p.namespace, p.meta.RunID, last, journal.PageSize))
 		if err != nil {
 			return wrap("events", p.namespace, p.meta.RunID, err)
 		}

@@ -12,9 +12,6 @@ import (
 	"github.com/pyrula/caseworker/journal/internal/backend"
 )
 
-// pageEvents is how many events one XRANGE of RunPages reads.
-const pageEvents = 1024
-
 // RunPages implements journal.PagedReader: the run's meta and result ids
 // in one transaction, then its events an XRANGE of 1,024 at a time and its
 // results by HMGET, as asked. A run no longer live is read through the
@@ -45,11 +42,7 @@ func (j *Journal) RunPages(ctx context.Context, runID string) (journal.RunPages,
 	if noPerm {
 		// A user whose ACL lacks HKEYS (granted before saves read in
 		// pages) reads the run whole, as it did then.
-		r, err := j.Run(ctx, runID)
-		if err != nil {
-			return nil, err
-		}
-		return journal.PagesOf(r), nil
+		return j.wholePages(ctx, runID)
 	}
 	if err == nil && len(reply) != 2 {
 		err = fmt.Errorf("unexpected transaction reply of %d parts", len(reply))
@@ -70,11 +63,7 @@ func (j *Journal) RunPages(ctx context.Context, runID string) (journal.RunPages,
 			}
 			return archivedPages{pg}, nil
 		}
-		r, err := j.Run(ctx, runID)
-		if err != nil {
-			return nil, err
-		}
-		return journal.PagesOf(r), nil
+		return j.wholePages(ctx, runID)
 	}
 	p := &pages{j: j, events: ek, results: rk}
 	if p.meta, err = decodeMeta(fields); err != nil {
@@ -85,6 +74,16 @@ func (j *Journal) RunPages(ctx context.Context, runID string) (journal.RunPages,
 	}
 	journal.SortResultIDs(p.ids)
 	return p, nil
+}
+
+// wholePages reads run runID whole (Run: live, else from the archive) and
+// pages it in memory.
+func (j *Journal) wholePages(ctx context.Context, runID string) (journal.RunPages, error) {
+	r, err := j.Run(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	return journal.PagesOf(r), nil
 }
 
 // archivedPages are an archived run's pages, its meta read through this
@@ -111,9 +110,9 @@ func (p *pages) ResultIDs() []string { return p.ids }
 func (p *pages) Events(ctx context.Context, fn func([]journal.Event) error) error {
 	c, runID := p.j.c, p.meta.RunID
 	start, next := "-", int64(1)
-	evs := make([]journal.Event, 0, pageEvents)
+	evs := make([]journal.Event, 0, journal.PageSize)
 	for next <= p.meta.LastSeq {
-		entries, err := c.Do(ctx, c.B().Xrange().Key(p.events).Start(start).End("+").Count(pageEvents).Build()).ToArray()
+		entries, err := c.Do(ctx, c.B().Xrange().Key(p.events).Start(start).End("+").Count(journal.PageSize).Build()).ToArray()
 		if err != nil {
 			return fmt.Errorf("valkeyjournal: events of %s: %w", runID, err)
 		}

@@ -15,14 +15,11 @@ import (
 	"github.com/pyrula/caseworker/runevent"
 )
 
-// TestPagesSeeKeysGo: a run whose live keys go after its pages were opened
-// (its completed TTL ran out, or a hand deleted them) gives
-// journal.ErrRunChanged from the pages that read them, not a shorter run.
-func TestPagesSeeKeysGo(t *testing.T) {
+// oneCallRun is a journal of namespace ns on c holding run_1: its
+// run:submitted, then one call:done with its result step:a.
+func oneCallRun(t *testing.T, c valkey.Client, ns string) *valkeyjournal.Journal {
+	t.Helper()
 	ctx := context.Background()
-	c := newClient(t)
-	ns := testenv.UniqueName(t, "pages")
-	cleanup(t, c, ns)
 	j, err := valkeyjournal.New(c, valkeyjournal.Options{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
@@ -40,6 +37,18 @@ func TestPagesSeeKeysGo(t *testing.T) {
 		Results: []bundle.Result{{Kind: "step", Key: "a", Fingerprint: "f", Result: json.RawMessage(`1`)}}}); err != nil {
 		t.Fatal(err)
 	}
+	return j
+}
+
+// TestPagesSeeKeysGo: a run whose live keys go after its pages were opened
+// (its completed TTL ran out, or a hand deleted them) gives
+// journal.ErrRunChanged from the pages that read them, not a shorter run.
+func TestPagesSeeKeysGo(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t)
+	ns := testenv.UniqueName(t, "pages")
+	cleanup(t, c, ns)
+	j := oneCallRun(t, c, ns)
 	pg, err := j.RunPages(ctx, "run_1")
 	if err != nil {
 		t.Fatal(err)
@@ -81,17 +90,7 @@ func TestPagesWithoutHKEYS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	j, err := valkeyjournal.New(c, valkeyjournal.Options{Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lease, err := j.Create(ctx, journal.CreateParams{RunID: "run_1", TargetName: "t", Owner: "w"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := j.Append(ctx, lease, journal.Batch{Results: []bundle.Result{{Kind: "step", Key: "a", Fingerprint: "f", Result: json.RawMessage(`1`)}}}); err != nil {
-		t.Fatal(err)
-	}
+	j := oneCallRun(t, c, ns)
 	if err := c.Do(ctx, c.B().Hkeys().Key("x").Build()).Error(); err == nil {
 		t.Fatal("HKEYS allowed to a user without it")
 	}
@@ -99,7 +98,7 @@ func TestPagesWithoutHKEYS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("RunPages without HKEYS: %v", err)
 	}
-	if ids := pg.ResultIDs(); len(ids) != 1 || ids[0] != "step:a" || pg.Meta().LastSeq != 1 {
+	if ids := pg.ResultIDs(); len(ids) != 1 || ids[0] != "step:a" || pg.Meta().LastSeq != 2 {
 		t.Fatalf("pages: ids %v, last_seq %d", ids, pg.Meta().LastSeq)
 	}
 }
