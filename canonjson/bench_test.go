@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pyrula/caseworker/canonjson"
 )
@@ -168,3 +169,67 @@ func BenchmarkCanonicalize(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkAppendGo: a call input written by AppendGo against its anchor in
+// the same loop, json.Marshal then Canonicalize (what a call's fingerprint
+// took before), for the read step's input of the case-run benchmarks and
+// for a larger value (nested structs, a map, floats, a slice of strings).
+// Reports ns per value of each and their ratio.
+//
+//	go test -run '^$' -bench AppendGo -benchtime 200000x ./canonjson/
+func BenchmarkAppendGo(b *testing.B) {
+	type step struct {
+		ID    int    `json:"id"`
+		Query string `json:"query"`
+	}
+	type line struct {
+		SKU   string  `json:"sku"`
+		Qty   int     `json:"qty"`
+		Price float64 `json:"price"`
+	}
+	type order struct {
+		Customer string            `json:"customer"`
+		Lines    []line            `json:"lines"`
+		Notes    []string          `json:"notes,omitempty"`
+		Meta     map[string]string `json:"meta"`
+		Coupon   *string           `json:"coupon"`
+	}
+	coupon := "SAVE10"
+	for _, c := range []struct {
+		name string
+		v    any
+	}{
+		{"step", step{ID: 4711, Query: "status of order 4711"}},
+		{"order", order{Customer: "c-981", Lines: []line{{"A-1", 2, 9.99}, {"B-22", 1, 120}, {"C-3", 12, 0.5}},
+			Notes: []string{"gift wrap", "leave at door"}, Meta: map[string]string{"region": "eu", "channel": "web", "ab": "b"}, Coupon: &coupon}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var fast, anchor int64
+			buf := make([]byte, 0, 1024)
+			b.ReportAllocs()
+			for range b.N {
+				t0 := nanotime()
+				out, ok := canonjson.AppendGo(buf[:0], c.v)
+				t1 := nanotime()
+				raw, err := json.Marshal(c.v)
+				if err != nil {
+					b.Fatal(err)
+				}
+				want, err := canonjson.Canonicalize(raw)
+				t2 := nanotime()
+				if err != nil || !ok || string(out) != string(want) {
+					b.Fatalf("AppendGo = %s, %v; want %s", out, ok, want)
+				}
+				fast, anchor = fast+t1-t0, anchor+t2-t1
+			}
+			b.ReportMetric(float64(fast)/float64(b.N), "ns/appendgo")
+			b.ReportMetric(float64(anchor)/float64(b.N), "ns/marshal+canon")
+			b.ReportMetric(float64(fast)/float64(anchor), "ratio")
+		})
+	}
+}
+
+// nanotime is the monotonic clock in nanoseconds.
+func nanotime() int64 { return int64(time.Since(benchEpoch)) }
+
+var benchEpoch = time.Now()

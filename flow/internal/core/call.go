@@ -86,10 +86,14 @@ type Call struct {
 	Model *ModelRequest
 }
 
-// Fingerprint returns the canonical JSON of input (encoded with
-// encoding/json first, so a json.RawMessage passes through) and its
-// fingerprint: the lowercase hex SHA-256 of that canonical JSON.
+// Fingerprint returns the canonical JSON of input (the canonical form of
+// what encoding/json writes for it, so a json.RawMessage passes through;
+// the usual types are written directly) and its fingerprint:
+// the lowercase hex SHA-256 of that canonical JSON.
 func Fingerprint(input any) (canonicalInput json.RawMessage, fingerprint string, err error) {
+	if canonicalInput, ok := appendGo(input); ok {
+		return canonicalInput, fingerprintOf(canonicalInput), nil
+	}
 	raw, err := json.Marshal(input)
 	if err != nil {
 		return nil, "", fmt.Errorf("flow: encode input: %w", err)

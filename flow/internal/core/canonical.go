@@ -1,10 +1,45 @@
 package core
 
 import (
+	"bytes"
+	"encoding/json"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/pyrula/caseworker/canonjson"
 )
+
+// marshalCanonical returns the canonical JSON of v: what json.Marshal then
+// canonical give, written directly for the usual types.
+func marshalCanonical(v any) ([]byte, error) {
+	if raw, ok := appendGo(v); ok {
+		return raw, nil
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return canonical(raw)
+}
+
+// scratch holds the buffers appendGo writes in.
+var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// appendGo is canonjson.AppendGo(nil, v) in a buffer of its own size: the
+// value is written in a recycled buffer and copied out once.
+func appendGo(v any) ([]byte, bool) {
+	buf := scratch.Get().(*[]byte)
+	out, ok := canonjson.AppendGo((*buf)[:0], v)
+	var raw []byte
+	if ok {
+		raw = bytes.Clone(out)
+	}
+	if cap(out) <= 64<<10 {
+		*buf = out[:0]
+		scratch.Put(buf)
+	}
+	return raw, ok
+}
 
 // canonical returns the canonical JSON of raw, the output of encoding/json:
 // raw itself when it is canonical already (the common case for call inputs

@@ -365,10 +365,7 @@ func (r *run) finish(ctx context.Context, result any, err error) (Outcome, error
 		stop = &StopError{Code: messages.RuntimeError, Message: err.Error()}
 	}
 	if stop == nil {
-		raw, merr := json.Marshal(result)
-		if merr == nil {
-			raw, merr = canonical(raw)
-		}
+		raw, merr := marshalCanonical(result)
 		if merr != nil {
 			stop = Stopf(messages.RuntimeError, "the result of %s does not encode as JSON: %v", r.t.info.Name, merr)
 		} else {
@@ -711,10 +708,7 @@ func (r *run) runLiveLocked(ctx context.Context, c Call, live liveFunc, wakeAt t
 	var op opError
 	switch {
 	case err == nil:
-		raw, merr := json.Marshal(out)
-		if merr == nil {
-			raw, merr = canonical(raw)
-		}
+		raw, merr := marshalCanonical(out)
 		if merr != nil {
 			if ctx.Err() != nil {
 				return nil, nil, r.abandonLocked(ctx)
