@@ -71,6 +71,21 @@ func SelectRuns(ctx context.Context, j journal.Journal, target string, q message
 	for i, r := range refs {
 		g.Go(func() error {
 			fork[i] = -1
+			// A finished case run or suite says so in its last events: those
+			// are read first, alone, where the journal can (a journal that
+			// served suites holds many more case runs than recordings).
+			if t, ok := j.(journal.TailReader); ok {
+				tail, err := t.Tail(gctx, r.RunID, selectTail)
+				if errors.Is(err, journal.ErrRunNotFound) {
+					return nil
+				}
+				if err != nil {
+					return fmt.Errorf("read run %s: %w", r.RunID, err)
+				}
+				if !mayBeRecording(tail) {
+					return nil
+				}
+			}
 			events, _, err := j.Events(gctx, r.RunID)
 			if errors.Is(err, journal.ErrRunNotFound) {
 				return nil
@@ -111,6 +126,25 @@ func SelectRuns(ctx context.Context, j journal.Journal, target string, q message
 		}
 	}
 	return sel, nil
+}
+
+// selectTail is how many last events of a run SelectRuns reads first: a
+// finished case run ends with its case:outcome and terminal event, a suite
+// with its suite:outcome and terminal event.
+const selectTail = 4
+
+// mayBeRecording reports whether a run whose last events are tail may be a
+// recording of its target: false when they hold a case:outcome, a
+// suite:plan or a suite:outcome (which only a suite, whose events begin
+// with its suite:plan, writes).
+func mayBeRecording(tail []journal.Event) bool {
+	for _, ev := range tail {
+		switch ev.Kind {
+		case runevent.CaseOutcome, runevent.SuitePlan, runevent.SuiteOutcome:
+			return false
+		}
+	}
+	return true
 }
 
 // recordedRun reports whether a finished run's events are a recording of

@@ -170,4 +170,11 @@ func shadowSuite(t *testing.T, c valkey.Client, runs int) {
 	if len(first) != 100 || !slices.Equal(first, second) || !slices.IsSorted(first) {
 		t.Fatalf("samples of %d and %d runs differ or are not in run id order", len(first), len(second))
 	}
+	// The journal now holds the case runs of the suites before (runs of the
+	// same target): none is drawn.
+	for _, id := range first {
+		if !strings.HasPrefix(id, "run-") {
+			t.Fatalf("the sample drew %s, not a recording", id)
+		}
+	}
 }

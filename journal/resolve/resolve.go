@@ -194,3 +194,16 @@ func (j *Journal) Finished(ctx context.Context, q journal.FinishedQuery) ([]jour
 func (j *Journal) RunPages(ctx context.Context, runID string) (journal.RunPages, error) {
 	return journal.ReadPages(ctx, j.Journal, runID)
 }
+
+// Tail implements journal.TailReader: the live journal's Tail where it has
+// one (every journal Open opens), else the last n of the run's events.
+func (j *Journal) Tail(ctx context.Context, runID string, n int) ([]journal.Event, error) {
+	if t, ok := j.Journal.(journal.TailReader); ok {
+		return t.Tail(ctx, runID, n)
+	}
+	events, _, err := j.Journal.Events(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	return events[max(0, len(events)-max(n, 0)):], nil
+}

@@ -170,3 +170,30 @@ func TestOpenRefuses(t *testing.T) {
 		t.Errorf("http URL: %v; want ErrInvalidURL", err)
 	}
 }
+
+// The journal Open returns reads a run's last events alone (a suite's
+// coordinator reads its children's outcomes so), on every backend.
+func TestOpenedJournalReadsTails(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	for _, url := range []string{resolve.MemoryURL, testenv.ValkeyURL(t)} {
+		j, err := resolve.Open(ctx, resolve.Config{URL: url, Namespace: testenv.UniqueName(t, "jresolve")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer j.Close()
+		var tr journal.TailReader = j
+		finishRun(t, ctx, j, "run_tail")
+		all, _, err := j.Events(ctx, "run_tail")
+		if err != nil || len(all) < 2 {
+			t.Fatalf("%s: Events: %d events, %v", url, len(all), err)
+		}
+		last, err := tr.Tail(ctx, "run_tail", 1)
+		if err != nil || len(last) != 1 || last[0].Kind != runevent.RunComplete || last[0].RunSeq != all[len(all)-1].RunSeq {
+			t.Fatalf("%s: Tail(1) = %+v, %v; want the run's run:complete, run_seq %d", url, last, err, all[len(all)-1].RunSeq)
+		}
+		if _, err := tr.Tail(ctx, "run_missing", 1); !errors.Is(err, journal.ErrRunNotFound) {
+			t.Fatalf("%s: Tail of a missing run: %v; want ErrRunNotFound", url, err)
+		}
+	}
+}
