@@ -39,6 +39,9 @@ type spill struct {
 	used atomic.Int64
 	// touched counts the bytes written or read since the last release.
 	touched atomic.Int64
+	// populated is how far the mapping's pages were mapped writable ahead
+	// of the writer (wrote); -1 when the kernel cannot.
+	populated atomic.Int64
 }
 
 // spillFrom is the expected canonical size from which Read spills (with
@@ -91,11 +94,25 @@ func openSpill(dir string, size int64) (*spill, error) {
 }
 
 // wrote records that the writer's bytes now go up to n, and counts the new
-// ones.
+// ones. Its next populateAhead bytes are mapped writable in one call
+// (populate) once it is within half of that of the pages mapped so: the
+// writer then takes no page fault per page.
 func (s *spill) wrote(n int) {
 	prev := int(s.used.Swap(int64(n)))
 	s.touch(n - prev)
+	if p := s.populated.Load(); p >= 0 && int64(n)+populateAhead/2 > p {
+		from := max(p, int64(n)) &^ (pageSize - 1)
+		to := min(int64(n)+populateAhead, int64(len(s.mem)))
+		if from < to && !populate(s.mem[from:to]) {
+			s.populated.Store(-1)
+			return
+		}
+		s.populated.Store(to)
+	}
 }
+
+// populateAhead is how far ahead of the writer wrote maps a spill's pages.
+const populateAhead = 4 << 20
 
 // pageSize is the unit of the mapping.
 const pageSize = 4096

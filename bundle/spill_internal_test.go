@@ -220,3 +220,30 @@ func TestRelease(t *testing.T) {
 	}
 	want.Release() // in memory: nothing to release
 }
+
+// TestPopulateAhead: a spill maps the pages ahead of its writer writable
+// before the writer reaches them, up to its end, and what is written there
+// is in the file.
+func TestPopulateAhead(t *testing.T) {
+	const size = 16 << 20
+	s, err := openSpill(t.TempDir(), size)
+	if err != nil {
+		t.Skip("no spill here:", err)
+	}
+	defer s.mapping.release()
+	for n := 0; n <= size; n += 1 << 20 {
+		copy(s.mem[max(n-1<<20, 0):n], bytes.Repeat([]byte{byte(n >> 20)}, 1<<20))
+		s.wrote(n)
+		p := s.populated.Load()
+		if p < 0 {
+			t.Skip("this kernel cannot populate a mapping (before Linux 5.14)")
+		}
+		if want := min(int64(n)+populateAhead/2, size); p < want {
+			t.Fatalf("after %d bytes written the pages are mapped to %d, want at least %d", n, p, want)
+		}
+	}
+	back := make([]byte, 1<<20)
+	if _, err := s.f.ReadAt(back, size-1<<20); err != nil || !bytes.Equal(back, bytes.Repeat([]byte{16}, 1<<20)) {
+		t.Fatalf("the file's last MiB is not what was written (%v)", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"unsafe"
 )
 
 // tmpfsMagic is the file system type of a tmpfs (statfs(2)).
@@ -57,6 +58,20 @@ func release(mem []byte) {
 	if len(mem) > 0 {
 		_ = syscall.Madvise(mem, syscall.MADV_DONTNEED)
 	}
+}
+
+// madvPopulateWrite is MADV_POPULATE_WRITE (Linux 5.14).
+const madvPopulateWrite = 23
+
+// populate maps mem's pages writable in one call, ahead of the writes that
+// would each take a page fault (about half the time of writing a spill);
+// false when the kernel cannot (before 5.14).
+func populate(mem []byte) bool {
+	if len(mem) == 0 {
+		return true
+	}
+	_, _, errno := syscall.Syscall(syscall.SYS_MADVISE, uintptr(unsafe.Pointer(unsafe.SliceData(mem))), uintptr(len(mem)), madvPopulateWrite)
+	return errno == 0
 }
 
 // unmap unmaps a spill's mapping.

@@ -14,4 +14,6 @@ func mapTemp(string, int64) ([]byte, *os.File, error) {
 
 func release([]byte) {}
 
+func populate([]byte) bool { return false }
+
 func unmap([]byte) {}
