@@ -76,24 +76,17 @@ type suiteBudget struct {
 
 var _ replay.SharedBudget = (*suiteBudget)(nil)
 
-// childBudget returns the budget of suite ref for child runID, nil when the
-// suite has none.
-func (x *Executor) childBudget(ctx context.Context, suiteID, runID string) (*suiteBudget, error) {
-	c := x.client
-	vals, err := c.Do(ctx, c.B().Hmget().Key(x.suiteKey(suiteID)).Field("max_nusd", "max_calls").Build()).ToArray()
-	if err != nil || len(vals) != 2 {
-		return nil, fmt.Errorf("read suite %s's budget: %v", suiteID, err)
-	}
-	_, costErr := vals[0].ToString()
-	_, callsErr := vals[1].ToString()
-	if costErr != nil && callsErr != nil {
+// childBudget returns the budget of suite suiteID (its state st) for child
+// runID, nil when the suite has none.
+func (x *Executor) childBudget(st childState, suiteID, runID string) (*suiteBudget, error) {
+	if !st.capsCost && !st.capsCall {
 		return nil, nil
 	}
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("reservation nonce: %w", err)
 	}
-	return &suiteBudget{x: x, suiteID: suiteID, capsCost: costErr == nil, prefix: runID + "|" + hex.EncodeToString(b[:]) + "|"}, nil
+	return &suiteBudget{x: x, suiteID: suiteID, capsCost: st.capsCost, prefix: runID + "|" + hex.EncodeToString(b[:]) + "|"}, nil
 }
 
 func (b *suiteBudget) keys() []string {

@@ -42,14 +42,16 @@ func (x *Executor) runCase(ctx context.Context, meta journal.Meta, sub journal.E
 		}
 		return x.fail(ctx, meta, code, msg, &replay.Refusal{RunID: meta.RunID, Target: meta.TargetName, Code: code, Message: msg, FixtureHash: hash})
 	}
-	if ref, ok := suiteRefOf(sub); ok {
+	suiteRef, isChild := suiteRefOf(sub)
+	var state childState
+	if isChild {
 		// A fail_fast suite that stopped runs no more children.
-		by, err := x.suiteStopped(ctx, ref.SuiteID)
-		if err != nil {
+		var err error
+		if state, err = x.suiteState(ctx, suiteRef.SuiteID); err != nil {
 			return host.Outcome{}, err
 		}
-		if by != "" {
-			msg := fmt.Sprintf("not run: suite %s stopped at %s, which did not pass (fail_fast)", ref.SuiteID, by)
+		if by := state.stoppedBy; by != "" {
+			msg := fmt.Sprintf("not run: suite %s stopped at %s, which did not pass (fail_fast)", suiteRef.SuiteID, by)
 			return x.fail(ctx, meta, messages.Cancelled, msg, &replay.Refusal{RunID: meta.RunID, Target: meta.TargetName,
 				Code: messages.Cancelled, Message: msg, Reason: suite.ReasonFailFast})
 		}
@@ -70,9 +72,9 @@ func (x *Executor) runCase(ctx context.Context, meta journal.Meta, sub journal.E
 		return host.Outcome{}, err
 	}
 	hash := string(cb.Hash())
-	if suiteRef, ok := suiteRefOf(sub); ok {
+	if isChild {
 		// A suite's child draws on the suite's budget, when it has one.
-		budget, err := x.childBudget(ctx, suiteRef.SuiteID, meta.RunID)
+		budget, err := x.childBudget(state, suiteRef.SuiteID, meta.RunID)
 		if err != nil {
 			return host.Outcome{}, err
 		}

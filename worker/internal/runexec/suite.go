@@ -519,16 +519,25 @@ func failFastField(p suite.Plan) string {
 	return "0"
 }
 
-// suiteStopped says, for a child of suite suiteID, which child stopped the
-// suite under fail_fast ("" when it goes on).
-func (x *Executor) suiteStopped(ctx context.Context, suiteID string) (string, error) {
+// childState is what a child of a suite reads of its suite's counters
+// before it runs, in one read: which child stopped the suite (fail_fast;
+// "" while none has) and whether the suite caps spend or calls.
+type childState struct {
+	stoppedBy          string
+	capsCost, capsCall bool
+}
+
+// suiteState reads childState of suite suiteID.
+func (x *Executor) suiteState(ctx context.Context, suiteID string) (childState, error) {
 	c := x.client
-	stop, err := c.Do(ctx, c.B().Hget().Key(x.suiteKey(suiteID)).Field("stop").Build()).ToString()
-	if valkey.IsValkeyNil(err) {
-		return "", nil
+	vals, err := c.Do(ctx, c.B().Hmget().Key(x.suiteKey(suiteID)).Field("stop", "max_nusd", "max_calls").Build()).ToArray()
+	if err != nil || len(vals) != 3 {
+		return childState{}, fmt.Errorf("read suite %s's state: %v", suiteID, err)
 	}
-	if err != nil {
-		return "", fmt.Errorf("read whether suite %s stopped: %w", suiteID, err)
-	}
-	return stop, nil
+	var st childState
+	st.stoppedBy, _ = vals[0].ToString()
+	_, costErr := vals[1].ToString()
+	_, callsErr := vals[2].ToString()
+	st.capsCost, st.capsCall = costErr == nil, callsErr == nil
+	return st, nil
 }
