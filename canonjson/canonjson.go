@@ -17,6 +17,8 @@
 // The work is a single pass over the input's bytes that appends canonical
 // bytes to one buffer; an object whose members arrive out of order is
 // reordered in place when it closes, so canonical input costs no extra copy.
+// AppendGo writes the canonical JSON of a Go value (what json.Marshal then
+// Append give) directly, for the types call inputs usually have.
 package canonjson
 
 import (
