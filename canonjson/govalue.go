@@ -151,26 +151,19 @@ func buildEncoder(t reflect.Type) goEncoder {
 			}
 			return elem(dst, v.Elem(), depth+1)
 		}
-	case reflect.Slice:
-		if t.Elem().Kind() == reflect.Uint8 {
+	case reflect.Slice, reflect.Array:
+		if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 {
 			return nil // base64, or a MarshalJSON of its elements
 		}
 		elem := encoderOf(t.Elem())
 		if elem == nil {
 			return nil
 		}
+		nilable := t.Kind() == reflect.Slice
 		return func(dst []byte, v reflect.Value, depth int) ([]byte, bool) {
-			if v.IsNil() {
+			if nilable && v.IsNil() {
 				return append(dst, "null"...), true
 			}
-			return appendGoElements(dst, v, depth, elem)
-		}
-	case reflect.Array:
-		elem := encoderOf(t.Elem())
-		if elem == nil {
-			return nil
-		}
-		return func(dst []byte, v reflect.Value, depth int) ([]byte, bool) {
 			return appendGoElements(dst, v, depth, elem)
 		}
 	case reflect.Map:
@@ -282,16 +275,9 @@ func structEncoder(t reflect.Type) goEncoder {
 		if sf.Anonymous {
 			return nil
 		}
-		if !sf.IsExported() {
+		name, opts, ok := FieldName(sf)
+		if !ok {
 			continue
-		}
-		tag := sf.Tag.Get("json")
-		if tag == "-" {
-			continue
-		}
-		name, opts, _ := strings.Cut(tag, ",")
-		if !isValidTag(name) {
-			name = sf.Name
 		}
 		f := goField{index: i, name: name}
 		for opt := range strings.SplitSeq(opts, ",") {
@@ -355,6 +341,26 @@ func isEmptyValue(v reflect.Value) bool {
 		return v.IsZero()
 	}
 	return false
+}
+
+// FieldName is the JSON name encoding/json gives struct field sf (its
+// tag's name when that is a valid one, else its Go name) and the options
+// of its tag ("omitempty,string"); ok is false for a field encoding/json
+// leaves out (unexported, or tagged "-"). Embedded fields, whose fields
+// encoding/json promotes, are the caller's to refuse.
+func FieldName(sf reflect.StructField) (name, opts string, ok bool) {
+	if !sf.IsExported() {
+		return "", "", false
+	}
+	tag := sf.Tag.Get("json")
+	if tag == "-" {
+		return "", "", false
+	}
+	name, opts, _ = strings.Cut(tag, ",")
+	if !isValidTag(name) {
+		name = sf.Name
+	}
+	return name, opts, true
 }
 
 // isValidTag is json.Marshal's test of a tag's name: otherwise the field

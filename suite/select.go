@@ -75,7 +75,7 @@ func SelectRuns(ctx context.Context, j journal.Journal, target string, q message
 			// are read first, alone, where the journal can (a journal that
 			// served suites holds many more case runs than recordings).
 			if t, ok := j.(journal.TailReader); ok {
-				tail, err := t.Tail(gctx, r.RunID, selectTail)
+				tail, err := t.Tail(gctx, r.RunID, OutcomeTail)
 				if errors.Is(err, journal.ErrRunNotFound) {
 					return nil
 				}
@@ -128,10 +128,11 @@ func SelectRuns(ctx context.Context, j journal.Journal, target string, q message
 	return sel, nil
 }
 
-// selectTail is how many last events of a run SelectRuns reads first: a
-// finished case run ends with its case:outcome and terminal event, a suite
-// with its suite:outcome and terminal event.
-const selectTail = 4
+// OutcomeTail is how many last events of a finished run hold its outcome,
+// with room to spare: a case run ends with its case:outcome and terminal
+// event, a suite with its suite:outcome and terminal event. SelectRuns
+// reads them first, and a suite's coordinator reads its children's so.
+const OutcomeTail = 4
 
 // mayBeRecording reports whether a run whose last events are tail may be a
 // recording of its target: false when they hold a case:outcome, a

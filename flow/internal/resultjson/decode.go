@@ -235,19 +235,12 @@ func (b *builder) structOf(t reflect.Type) decodeFunc {
 		if sf.Anonymous {
 			return nil // embedded fields: encoding/json's promotion rules
 		}
-		if !sf.IsExported() {
+		name, opts, ok := canonjson.FieldName(sf)
+		if !ok {
 			continue
 		}
-		tag := sf.Tag.Get("json")
-		if tag == "-" {
-			continue
-		}
-		name, opts, _ := strings.Cut(tag, ",")
 		if hasOption(opts, "string") {
 			return nil
-		}
-		if !isValidTag(name) {
-			name = sf.Name
 		}
 		fields = append(fields, field{name: name, folded: string(appendFolded(nil, []byte(name))), index: i})
 	}
@@ -356,22 +349,6 @@ func hasOption(opts, name string) bool {
 		}
 	}
 	return false
-}
-
-// isValidTag is encoding/json's test of a tag name: letters, digits and
-// punctuation other than backslash and quotes.
-func isValidTag(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range s {
-		switch {
-		case strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c):
-		case !unicode.IsLetter(c) && !unicode.IsDigit(c):
-			return false
-		}
-	}
-	return true
 }
 
 func decodeBool(s *scanner, v reflect.Value) bool {

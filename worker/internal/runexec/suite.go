@@ -313,7 +313,7 @@ func (x *Executor) childOutcome(ctx context.Context, runID string) (suite.Result
 	// A finished case run ends with its case:outcome and terminal event:
 	// its last events, when the journal reads them alone, are enough.
 	if t, ok := x.journal.(journal.TailReader); ok {
-		events, err := t.Tail(ctx, runID, outcomeTail)
+		events, err := t.Tail(ctx, runID, suite.OutcomeTail)
 		if err != nil {
 			return suite.Result{}, false, fmt.Errorf("read child %s: %w", runID, err)
 		}
@@ -327,9 +327,6 @@ func (x *Executor) childOutcome(ctx context.Context, runID string) (suite.Result
 	}
 	return outcomeOf(events)
 }
-
-// outcomeTail is how many last events of a child childOutcome reads first.
-const outcomeTail = 4
 
 // outcomeOf is the result the last case:outcome of events says, with the
 // answer of the run:complete after it (ok false when there is none).
