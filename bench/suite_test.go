@@ -79,7 +79,9 @@ func waitEvent(b *testing.B, c valkey.Client, key, marker string, limit time.Dur
 // of case runs of a bundle of the same run replayed in this process one
 // after another (replaytest.ReplayFile: no Valkey, no journal). It reports
 // cases/s and recorded calls/s of both, the suite's share of the anchor's
-// rate (ratio), and the load average.
+// rate (ratio), the process's and the Valkey server's CPU per recorded call
+// during the suite (cpu_us/call, redis_cpu_us/call), and the load average.
+// -anchors=false leaves the anchor out (to profile the worker alone).
 //
 //	go test -run '^$' -bench ShadowSuite -benchtime 3x .
 func BenchmarkShadowSuite(b *testing.B) {
@@ -104,11 +106,14 @@ func BenchmarkShadowSuite(b *testing.B) {
 		b.Fatal(err)
 	}
 	startBenchWorker(b, c, ns, reg, nil)
-	var suiteTime, anchorTime time.Duration
+	var suiteTime, anchorTime, cpu, rcpu time.Duration
 	b.ResetTimer()
 	for i := range b.N {
 		start := time.Now()
 		for range runs {
+			if !*flagAnchors {
+				break
+			}
 			if err := replaytest.ReplayFile(context.Background(), reg, file, calls); err != nil {
 				b.Fatal(err)
 			}
@@ -116,6 +121,7 @@ func BenchmarkShadowSuite(b *testing.B) {
 		anchorTime += time.Since(start)
 		id := fmt.Sprintf("suite-%d", i)
 		start = time.Now()
+		cpu0, rcpu0 := processCPU(), redisCPU(c)
 		fill(b, c, ns+":case-messages", 1, func(int) string {
 			return envelope(id, messages.RunSuite, map[string]any{"suite_id": id, "target_name": replaytest.Target, "min_cases": runs,
 				"cases": map[string]any{"journal": map[string]any{}},
@@ -123,14 +129,20 @@ func BenchmarkShadowSuite(b *testing.B) {
 		})
 		waitEvent(b, c, valkeyjournal.EventsKey(ns, id), `"kind":"run:complete"`, 10*time.Minute)
 		suiteTime += time.Since(start)
+		cpu += processCPU() - cpu0
+		rcpu += redisCPU(c) - rcpu0
 	}
 	b.StopTimer()
 	suiteRate := float64(runs*b.N) / suiteTime.Seconds()
 	anchorRate := float64(runs*b.N) / anchorTime.Seconds()
 	b.ReportMetric(suiteRate, "suite_cases/s")
 	b.ReportMetric(suiteRate*float64(calls), "suite_calls/s")
-	b.ReportMetric(anchorRate, "inprocess_cases/s")
-	b.ReportMetric(suiteRate/anchorRate, "ratio")
+	if *flagAnchors {
+		b.ReportMetric(anchorRate, "inprocess_cases/s")
+		b.ReportMetric(suiteRate/anchorRate, "ratio")
+	}
+	b.ReportMetric(float64(cpu.Microseconds())/float64(runs*calls*b.N), "cpu_us/call")
+	b.ReportMetric(float64(rcpu.Microseconds())/float64(runs*calls*b.N), "redis_cpu_us/call")
 	b.ReportMetric(loadAverage(), "load")
 }
 

@@ -41,7 +41,7 @@ var (
 	flagLatencyFor = flag.Duration("latency-for", 5*time.Second, "how long each iteration of BenchmarkLatency sends at -latency-rate")
 	flagRate       = flag.Int("latency-rate", 1000, "messages per second sent by BenchmarkLatency")
 	flagConc       = flag.Int("concurrency", 64, "PYRULA_CONCURRENCY of the workers (64 is its default), asynq's Concurrency and the bare loop's COUNT")
-	flagAnchors    = flag.Bool("anchors", true, "run the bare and asynq anchors in BenchmarkThroughput (false: the workers alone, e.g. to profile them)")
+	flagAnchors    = flag.Bool("anchors", true, "run the anchors of BenchmarkThroughput (bare loop, asynq) and BenchmarkShadowSuite (in-process case runs); false: the workers alone, e.g. to profile them")
 )
 
 // zeroHash names a bundle that is not in the store: delete_case_bundle
