@@ -502,6 +502,40 @@ func testResultConflict(t *testing.T, h *Harness) {
 	}
 }
 
+// testManyResults appends more results in one batch than a backend may
+// check or write in one command: every one is kept, a conflict in the last
+// is found, and an Append giving them all again is accepted.
+func testManyResults(t *testing.T, h *Harness) {
+	f := setup(t, h)
+	id, l := f.create(t, "w", 0)
+	const n = 700
+	rs := make([]bundle.Result, n)
+	for i := range rs {
+		rs[i] = result(i)
+	}
+	f.appendOK(t, l, journal.Batch{Events: []journal.Event{callStart(0)}, Results: rs})
+	conflict := slices.Clone(rs)
+	conflict[n-1].Result = json.RawMessage(`{"n":0,"price":99}`)
+	_, err := f.j.Append(f.ctx, l, journal.Batch{Events: []journal.Event{callDone(0)}, Results: conflict})
+	wantErr(t, fmt.Sprintf("Append of %d results, the last different from its record", n), err, journal.ErrResultConflict)
+	if last := f.appendOK(t, l, journal.Batch{Events: []journal.Event{callDone(0)}, Results: rs}); last != 3 {
+		t.Errorf("last_seq %d after the same results again, want 3", last)
+	}
+	got, _, err := f.j.Results(f.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n {
+		t.Fatalf("%d results kept, want %d", len(got), n)
+	}
+	for _, r := range got {
+		var v struct{ N int }
+		if err := json.Unmarshal(r.Result, &v); err != nil || !reflect.DeepEqual(r, canonResult(v.N)) {
+			t.Fatalf("result %s:%s = %s, want %s", r.Kind, r.Key, r.Result, canonResult(v.N).Result)
+		}
+	}
+}
+
 func testInvalid(t *testing.T, h *Harness) {
 	f := setup(t, h)
 	for _, id := range []string{"", "has space", "{tag}", "-lead", strings.Repeat("x", 201), "é"} {

@@ -96,6 +96,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"Results", testResults},
 		{"Pages", testPages},
 		{"ResultConflict", testResultConflict},
+		{"ManyResults", testManyResults},
 		{"InvalidInput", testInvalid},
 		{"NotFound", testNotFound},
 		{"FencingAfterTakeover", testFencing},

@@ -3,8 +3,13 @@ package valkeyjournal_test
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/internal/testenv"
@@ -38,20 +43,28 @@ func newBenchRun() *benchRun {
 }
 
 // record writes one run of benchCalls calls the way the runtime does:
-// call:start durable before the call runs, then call:done with its result.
-// batched writes the three in one append (a call that needs no durable
-// start).
-func (r *benchRun) record(ctx context.Context, j journal.Journal, id string, batched bool) error {
+// with per 0, call:start durable before the call runs, then call:done with
+// its result; with per 1, the three in one append (a call that needs no
+// durable start); with per n, n calls' events and results in one append (a
+// case run's held batches of recorded calls).
+func (r *benchRun) record(ctx context.Context, j journal.Journal, id string, per int) error {
 	lease, err := j.Create(ctx, journal.CreateParams{RunID: id, TargetName: "bench", Owner: "bench"})
 	if err != nil {
 		return err
 	}
-	for n := range benchCalls {
-		done := journal.Batch{Events: []journal.Event{r.dones[n]}, Results: r.results[n : n+1]}
-		if batched {
-			done.Events = []journal.Event{r.starts[n], r.dones[n]}
-		} else if _, err := j.Append(ctx, lease, journal.Batch{Events: r.starts[n : n+1]}); err != nil {
-			return err
+	for n := 0; n < benchCalls; n += max(per, 1) {
+		k := min(max(per, 1), benchCalls-n)
+		done := journal.Batch{Events: []journal.Event{r.dones[n]}, Results: r.results[n : n+k]}
+		switch {
+		case per == 0:
+			if _, err := j.Append(ctx, lease, journal.Batch{Events: r.starts[n : n+1]}); err != nil {
+				return err
+			}
+		default:
+			done.Events = make([]journal.Event, 0, 2*k)
+			for c := n; c < n+k; c++ {
+				done.Events = append(done.Events, r.starts[c], r.dones[c])
+			}
 		}
 		if _, err := j.Append(ctx, lease, done); err != nil {
 			return err
@@ -62,18 +75,21 @@ func (r *benchRun) record(ctx context.Context, j journal.Journal, id string, bat
 
 // BenchmarkAppend measures journal append throughput against the test
 // Valkey: each iteration records a run of 10,000 calls (20,000 call events,
-// 10,000 result records). Reported: events/s and µs per append.
+// 10,000 result records). Reported: events/s, µs per append, and the Valkey
+// server's CPU per event (redis_cpu_us/event; the server's, so run it on a
+// Valkey nothing else uses).
 //
 //	PYRULA_TEST_VALKEY_URL=redis://127.0.0.1:6379/0 go test -run '^$' -bench Append -benchtime 3x ./journal/valkeyjournal
 func BenchmarkAppend(b *testing.B) {
 	for _, bc := range []struct {
-		name    string
-		batched bool
-		runs    int
+		name string
+		per  int
+		runs int
 	}{
-		{"StartThenDone", false, 1},       // 2 appends per call, one run at a time
-		{"OneAppendPerCall", true, 1},     // start+done+result in one append
-		{"StartThenDone/8runs", false, 8}, // 8 runs recorded concurrently
+		{"StartThenDone", 0, 1},       // 2 appends per call, one run at a time
+		{"OneAppendPerCall", 1, 1},    // start+done+result in one append
+		{"StartThenDone/8runs", 0, 8}, // 8 runs recorded concurrently
+		{"Held256", 256, 1},           // 256 calls per append, as a case run holds its recorded calls
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			c := newClient(b)
@@ -86,6 +102,7 @@ func BenchmarkAppend(b *testing.B) {
 			run := newBenchRun()
 			ctx := context.Background()
 			i := 0
+			rcpu0 := redisCPU(c)
 			b.ResetTimer()
 			for b.Loop() {
 				var wg sync.WaitGroup
@@ -96,7 +113,7 @@ func BenchmarkAppend(b *testing.B) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						if err := run.record(ctx, j, id, bc.batched); err != nil {
+						if err := run.record(ctx, j, id, bc.per); err != nil {
 							errs <- err
 						}
 					}()
@@ -109,11 +126,15 @@ func BenchmarkAppend(b *testing.B) {
 			}
 			events := float64(b.N * bc.runs * 2 * benchCalls)
 			appends := float64(b.N * bc.runs * benchCalls)
-			if !bc.batched {
+			switch {
+			case bc.per == 0:
 				appends *= 2
+			case bc.per > 1:
+				appends = float64(b.N * bc.runs * ((benchCalls + bc.per - 1) / bc.per))
 			}
 			b.ReportMetric(events/b.Elapsed().Seconds(), "events/s")
 			b.ReportMetric(b.Elapsed().Seconds()*1e6/appends*float64(bc.runs), "µs/append")
+			b.ReportMetric(float64((redisCPU(c)-rcpu0).Microseconds())/events, "redis_cpu_us/event")
 		})
 	}
 }
@@ -175,7 +196,7 @@ func BenchmarkRun(b *testing.B) {
 	}
 	ctx := context.Background()
 	run := newBenchRun()
-	if err := run.record(ctx, j, "run-1", true); err != nil {
+	if err := run.record(ctx, j, "run-1", 1); err != nil {
 		b.Fatal(err)
 	}
 	lease, err := j.Acquire(ctx, journal.AcquireParams{RunID: "run-1", Owner: "bench"})
@@ -204,4 +225,22 @@ func BenchmarkRun(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("Archive", func(b *testing.B) { read(b, journal.OriginArchive) })
+}
+
+// redisCPU is the Valkey server's CPU time so far (INFO cpu), 0 when it
+// cannot be read.
+func redisCPU(c valkey.Client) time.Duration {
+	info, err := c.Do(context.Background(), c.B().Info().Section("cpu").Build()).ToString()
+	if err != nil {
+		return 0
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, _ := strconv.ParseFloat(v, 64)
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second))
 }

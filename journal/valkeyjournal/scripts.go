@@ -17,6 +17,7 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local function int(n) return string.format('%d', n) end
+local CHUNK = 256
 `
 
 // fenced checks that ARGV[1] (owner) and ARGV[2] (epoch) hold the lease of a
@@ -54,6 +55,9 @@ return {epoch, untl}
 // TTL in ms to set on a finished run's keys (0: none), number of events,
 // number of results, then per event its expected run_seq (0: any), head and
 // tail, then per result its field and record. Returns the new last_seq.
+// The results are checked and written CHUNK at a time (one HMGET, one
+// HSET), not one call each: a call from a script costs the server more
+// than the command it runs.
 var writeScript = valkey.NewLuaScript(prelude + fenced + `
 local seq = tonumber(m[4])
 local n, r = tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -65,13 +69,17 @@ for k = 1, n do
   end
   i = i + 3
 end
-local j = i
-for k = 1, r do
-  local cur = redis.call('HGET', KEYS[3], ARGV[j])
-  if cur and cur ~= ARGV[j + 1] then
-    return redis.error_reply('PYRULA_RESULT ' .. ARGV[j])
+for k0 = 1, r, CHUNK do
+  local k1 = math.min(r, k0 + CHUNK - 1)
+  local fields = {}
+  for k = k0, k1 do fields[#fields + 1] = ARGV[i + 2 * (k - 1)] end
+  local cur = redis.call('HMGET', KEYS[3], unpack(fields))
+  for k = k0, k1 do
+    local c, j = cur[k - k0 + 1], i + 2 * (k - 1)
+    if c and c ~= ARGV[j + 1] then
+      return redis.error_reply('PYRULA_RESULT ' .. ARGV[j])
+    end
   end
-  j = j + 2
 end
 i = 8
 for k = 1, n do
@@ -80,9 +88,9 @@ for k = 1, n do
   redis.call('XADD', KEYS[2], '0-' .. s, 'event', ARGV[i + 1] .. s .. ARGV[i + 2])
   i = i + 3
 end
-for k = 1, r do
-  redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
-  i = i + 2
+for k0 = 1, r, CHUNK do
+  local k1 = math.min(r, k0 + CHUNK - 1)
+  redis.call('HSET', KEYS[3], unpack(ARGV, i + 2 * (k0 - 1), i + 2 * k1 - 1))
 end
 if ARGV[3] == '' then
   redis.call('HSET', KEYS[1], 'last_seq', int(seq))
