@@ -40,11 +40,21 @@ func (e Event) MarshalJSON() ([]byte, error) { return e.AppendJSON(nil) }
 // strconv.Itoa(n) + tail. A journal that assigns run_seq as it stores
 // the event (Valkey's append script) joins the pieces.
 func (e Event) SplitJSON() (head, tail []byte, err error) {
-	out, off, err := e.appendJSON(nil, true)
+	out, cut, err := e.AppendSplitJSON(nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	return out[:off:off], out[off:], nil
+	return out[:cut:cut], out[cut:], nil
+}
+
+// AppendSplitJSON appends SplitJSON's pieces, joined, to dst and returns
+// where in out the run_seq digits go (head is out[len(dst):cut], tail
+// out[cut:]): many events encoded into one buffer. On error dst is
+// returned as it was.
+func (e Event) AppendSplitJSON(dst []byte) (out []byte, cut int, err error) {
+	start := len(dst)
+	out, off, err := e.appendJSON(dst, true)
+	return out, start + off, err
 }
 
 // headNames are the names of the members every event has.
@@ -75,11 +85,17 @@ func (e *Event) appendJSON(dst []byte, split bool) ([]byte, int, error) {
 	start, off := len(dst), 0
 	dst = append(dst, '{')
 	first := true
-	name := func(n string) {
+	// name writes a member's name and colon from its quoted form q
+	// ("name":), or from n when q is empty.
+	name := func(q, n string) {
 		if !first {
 			dst = append(dst, ',')
 		}
 		first = false
+		if q != "" {
+			dst = append(dst, q...)
+			return
+		}
 		dst = appendString(dst, n)
 		dst = append(dst, ':')
 	}
@@ -102,19 +118,19 @@ func (e *Event) appendJSON(dst []byte, split bool) ([]byte, int, error) {
 			h++
 			switch next {
 			case nameAt:
-				name(nameAt)
+				name(`"at":`, "")
 				dst = append(dst, '"')
 				dst = AppendTime(dst, e.At)
 				dst = append(dst, '"')
 			case nameKind:
-				name(nameKind)
+				name(`"kind":`, "")
 				dst = appendString(dst, string(e.Kind))
 			case nameRunSeq:
 				if split {
-					name(nameRunSeq)
+					name(`"run_seq":`, "")
 					off = len(dst) - start
 				} else if e.RunSeq > 0 {
-					name(nameRunSeq)
+					name(`"run_seq":`, "")
 					dst = strconv.AppendInt(dst, e.RunSeq, 10)
 				}
 			}
@@ -123,18 +139,18 @@ func (e *Event) appendJSON(dst []byte, split bool) ([]byte, int, error) {
 			k++
 			switch src, v := e.sourceOf(m); src {
 			case fromField:
-				name(next)
+				name(quotedMemberNames[m], "")
 				dst, err = e.appendField(dst, m)
 			case fromExtra:
-				name(next)
+				name(quotedMemberNames[m], "")
 				dst, err = appendRaw(dst, v, next, e.Kind)
 			case fromDefault:
-				name(next)
+				name(quotedMemberNames[m], "")
 				dst = appendDefault(dst, m)
 			}
 		case 3:
 			x++
-			name(next)
+			name("", next)
 			dst, err = appendRaw(dst, e.Extra[next], next, e.Kind)
 		}
 		if err != nil {
@@ -143,6 +159,15 @@ func (e *Event) appendJSON(dst []byte, split bool) ([]byte, int, error) {
 	}
 	return append(dst, '}'), off, nil
 }
+
+// quotedMemberNames are memberNames as they are written, quoted with their
+// colon.
+var quotedMemberNames = func() (q [nMembers]string) {
+	for m, n := range memberNames {
+		q[m] = string(appendString(nil, n)) + ":"
+	}
+	return q
+}()
 
 // checkHead refuses an event whose kind or at has no JSON form.
 func (e *Event) checkHead() error {

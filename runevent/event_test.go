@@ -101,6 +101,10 @@ func TestSplitJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		out, cut, err := ev.AppendSplitJSON([]byte("before"))
+		if err != nil || string(out[:6]) != "before" || string(out[6:cut]) != string(head) || string(out[cut:]) != string(tail) {
+			t.Errorf("AppendSplitJSON after 6 bytes = %q cut at %d (%v), want before + %s | %s", out, cut, err, head, tail)
+		}
 		for _, seq := range []int64{1, 42, 1 << 62} {
 			ev.RunSeq = seq
 			want, err := ev.JSON()
@@ -145,6 +149,9 @@ func TestInvalid(t *testing.T) {
 		}
 		if _, err := e.RoundTrip(); !errors.Is(err, runevent.ErrInvalid) {
 			t.Errorf("%s: RoundTrip error %v, want ErrInvalid", name, err)
+		}
+		if got, _, err := e.AppendSplitJSON([]byte("keep")); string(got) != "keep" || err == nil {
+			t.Errorf("%s: AppendSplitJSON changed dst to %q", name, got)
 		}
 		if got, err := e.AppendJSON([]byte("keep")); string(got) != "keep" || err == nil {
 			t.Errorf("%s: AppendJSON changed dst to %q", name, got)

@@ -86,10 +86,46 @@ func (k Kind) Terminal() bool {
 const TimeLayout = "2006-01-02T15:04:05.000000Z"
 
 // FormatTime returns t in TimeLayout.
-func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
+func FormatTime(t time.Time) string { return string(AppendTime(make([]byte, 0, len(TimeLayout)), t)) }
 
-// AppendTime appends t in TimeLayout to dst.
-func AppendTime(dst []byte, t time.Time) []byte { return t.UTC().AppendFormat(dst, TimeLayout) }
+// AppendTime appends t in TimeLayout to dst. Years 0–9999 are written
+// digit by digit (every event has a time, and the layout's interpretation
+// by time.AppendFormat was a fifth of an event's encoding); others, which
+// AppendFormat writes with a sign or more digits, by AppendFormat.
+func AppendTime(dst []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(dst, TimeLayout)
+	}
+	hour, minute, sec := t.Clock()
+	micro := t.Nanosecond() / 1000
+	var b [27]byte
+	digits(b[0:4], year)
+	b[4] = '-'
+	digits(b[5:7], int(month))
+	b[7] = '-'
+	digits(b[8:10], day)
+	b[10] = 'T'
+	digits(b[11:13], hour)
+	b[13] = ':'
+	digits(b[14:16], minute)
+	b[16] = ':'
+	digits(b[17:19], sec)
+	b[19] = '.'
+	digits(b[20:26], micro)
+	b[26] = 'Z'
+	return append(dst, b[:]...)
+}
+
+// digits writes n, which has at most len(b) digits, into b in decimal,
+// padded with zeros on the left.
+func digits(b []byte, n int) {
+	for i := len(b) - 1; i >= 0; i-- {
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+}
 
 // Truncate returns t as it reads back after a round trip through TimeLayout:
 // in UTC, truncated to the microsecond.

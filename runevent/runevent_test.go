@@ -1,6 +1,7 @@
 package runevent_test
 
 import (
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -54,6 +55,36 @@ func TestTime(t *testing.T) {
 		}
 		if tr := runevent.Truncate(tc.in); !tr.Equal(back) || tr.Location() != time.UTC {
 			t.Errorf("Truncate(%v) = %v, want %v in UTC", tc.in, tr, back)
+		}
+	}
+}
+
+// TestAppendTimeIsTheLayout holds AppendTime to time.AppendFormat with
+// TimeLayout on the edges of its digit-by-digit years and on random
+// instants and zones.
+func TestAppendTimeIsTheLayout(t *testing.T) {
+	times := []time.Time{
+		time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(-1, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(9999, 12, 31, 23, 30, 0, 0, time.FixedZone("W", -3600)), // 10000 in UTC
+		time.Date(2024, 2, 29, 12, 0, 0, 1000, time.UTC),
+		{},
+		time.Unix(0, 0),
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 100_000 {
+		zone := time.FixedZone("Z", (r.IntN(49)-24)*1800)
+		times = append(times, time.Unix(r.Int64N(400_000_000_000)-200_000_000_000, r.Int64N(1e9)).In(zone))
+	}
+	for _, tm := range times {
+		want := tm.UTC().AppendFormat([]byte("x"), runevent.TimeLayout)
+		if got := runevent.AppendTime([]byte("x"), tm); string(got) != string(want) {
+			t.Fatalf("AppendTime(%v) = %s, want %s", tm, got, want)
+		}
+		if got := runevent.FormatTime(tm); got != string(want[1:]) {
+			t.Fatalf("FormatTime(%v) = %s, want %s", tm, got, want[1:])
 		}
 	}
 }

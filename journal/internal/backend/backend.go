@@ -106,6 +106,10 @@ func PrepareBatch(b journal.Batch, finish bool, now time.Time) (Batch, error) {
 		return p, fmt.Errorf("%w: Finish needs a terminal event (run:complete, run:error or run:cancelled) last", journal.ErrInvalid)
 	}
 	p.Events = make([]AppendRecord, len(b.Events))
+	// The events are encoded one after another into buf, and their pieces
+	// sliced out of it once it has stopped growing.
+	var buf []byte
+	cuts := make([]int, 0, 2*len(b.Events))
 	for i, e := range b.Events {
 		last := i == len(b.Events)-1
 		switch {
@@ -125,15 +129,23 @@ func PrepareBatch(b journal.Batch, finish bool, now time.Time) (Batch, error) {
 		}
 		at = wire.Truncate(at)
 		e.At = at
-		head, tail, err := e.SplitJSON()
-		if err != nil {
+		var cut int
+		var err error
+		if buf, cut, err = e.AppendSplitJSON(buf); err != nil {
 			return p, fmt.Errorf("%w: event %d of the batch: %w", journal.ErrInvalid, i, err)
 		}
-		p.Events[i] = AppendRecord{Kind: e.Kind, At: at, Expect: e.RunSeq, Head: head, Tail: tail}
+		cuts = append(cuts, cut, len(buf))
+		p.Events[i] = AppendRecord{Kind: e.Kind, At: at, Expect: e.RunSeq}
 		if finish && last {
 			p.Status, _ = journal.TerminalStatus(e.Kind)
 			p.FinishedAt = at
 		}
+	}
+	start := 0
+	for i := range p.Events {
+		cut, end := cuts[2*i], cuts[2*i+1]
+		p.Events[i].Head, p.Events[i].Tail = buf[start:cut:cut], buf[cut:end:end]
+		start = end
 	}
 	p.Results = make([]Result, len(b.Results))
 	seen := make(map[string]bool, len(b.Results))
