@@ -98,7 +98,9 @@ func (l *caseLog) appendTerminal(ctx context.Context, runID string, ev host.Even
 	e := l.e
 	if writeOutcome {
 		co := host.Event{Kind: runevent.CaseOutcome, At: ev.At, Extra: lineExtra(o, false)}
-		seq, err := l.Log.Append(ctx, runID, host.Batch{Target: e.p.Target, Events: []host.Event{co}})
+		// Deferrable: a Log holding the run's answered calls writes them,
+		// case:outcome and the terminal event in one write.
+		seq, err := l.Log.Append(ctx, runID, host.Batch{Target: e.p.Target, Events: []host.Event{co}, Deferrable: true})
 		if err != nil {
 			return 0, err
 		}
