@@ -369,6 +369,17 @@ type TailReader interface {
 	Tail(ctx context.Context, runID string, n int) ([]Event, error)
 }
 
+// HeadReader reads a run's meta and first events without the rest: a
+// run's first event, run:submitted, says how it was submitted, which a
+// worker reads each time it takes the run up. valkeyjournal and
+// memjournal implement it.
+type HeadReader interface {
+	// Head returns the run's meta and its first n events (all of them when
+	// it has fewer), in run_seq order, live or archived, read at one
+	// instant; ErrRunNotFound for a run the journal does not know.
+	Head(ctx context.Context, runID string, n int) (Meta, []Event, error)
+}
+
 // ArchiveLister lists the runs an Archive holds under namespace, in run id
 // order; pgarchive implements it.
 type ArchiveLister interface {

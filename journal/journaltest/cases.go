@@ -371,6 +371,37 @@ func testTail(t *testing.T, h *Harness) {
 	wantErr(t, "Tail of an unknown run", err, journal.ErrRunNotFound)
 }
 
+func testHead(t *testing.T, h *Harness) {
+	f := setup(t, h)
+	hr, ok := f.j.(journal.HeadReader)
+	if !ok {
+		t.Skip("this journal does not read heads")
+	}
+	id, l := f.create(t, "w", 0)
+	f.appendOK(t, l, journal.Batch{Events: []journal.Event{callStart(0), callDone(0), callStart(1), callDone(1)}, Results: []bundle.Result{result(0), result(1)}})
+	all, _ := f.events(t, id)
+	for _, n := range []int{0, 1, 2, len(all), len(all) + 3} {
+		meta, got, err := hr.Head(f.ctx, id, n)
+		if err != nil {
+			t.Fatalf("Head(%d): %v", n, err)
+		}
+		if meta.RunID != id || meta.LastSeq != int64(len(all)) || meta.LeaseOwner != "w" {
+			t.Errorf("Head(%d) meta = %+v, want run %s, last_seq %d, owner w", n, meta, id, len(all))
+		}
+		want := all[:min(n, len(all))]
+		if len(got) != len(want) {
+			t.Fatalf("Head(%d) gave %d events, want %d", n, len(got), len(want))
+		}
+		for i := range want {
+			if eventJSON(t, got[i]) != eventJSON(t, want[i]) {
+				t.Errorf("Head(%d)[%d] = %s, want %s", n, i, eventJSON(t, got[i]), eventJSON(t, want[i]))
+			}
+		}
+	}
+	_, _, err := hr.Head(f.ctx, newID("missing"), 1)
+	wantErr(t, "Head of an unknown run", err, journal.ErrRunNotFound)
+}
+
 func testExactBytes(t *testing.T, h *Harness) {
 	f := setup(t, h)
 	id, l := f.create(t, "w", 0)
@@ -1129,6 +1160,13 @@ func testExpired(t *testing.T, h *Harness) {
 	m, err := f.j.Meta(f.ctx, id)
 	if err != nil || !reflect.DeepEqual(m, wantMeta) {
 		t.Errorf("Meta after expiry = %+v, %v", m, err)
+	}
+	if hr, ok := f.j.(journal.HeadReader); ok {
+		m, head, err := hr.Head(f.ctx, id, 2)
+		if err != nil || !reflect.DeepEqual(m, wantMeta) {
+			t.Errorf("Head after expiry: meta %+v, %v; want %+v", m, err, wantMeta)
+		}
+		sameEvents(t, "Head", head, before.Events[:2])
 	}
 	// An archived run is finished and its id is taken.
 	_, err = f.j.Create(f.ctx, journal.CreateParams{RunID: id, TargetName: "t"})

@@ -91,6 +91,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"CreateExists", testCreateExists},
 		{"AppendAssignsRunSeq", testAppendAssignsSeq},
 		{"Tail", testTail},
+		{"Head", testHead},
 		{"ExactBytes", testExactBytes},
 		{"ExpectedRunSeq", testExpectedSeq},
 		{"Results", testResults},

@@ -435,6 +435,15 @@ func (j *Journal) Tail(ctx context.Context, runID string, n int) ([]journal.Even
 	return evs[max(len(evs)-max(n, 0), 0):], nil
 }
 
+// Head implements journal.HeadReader.
+func (j *Journal) Head(ctx context.Context, runID string, n int) (journal.Meta, []journal.Event, error) {
+	r, err := j.Run(ctx, runID)
+	if err != nil {
+		return journal.Meta{}, nil, err
+	}
+	return r.Meta, r.Events[:min(len(r.Events), max(n, 0))], nil
+}
+
 // Events implements journal.Journal.
 func (j *Journal) Events(ctx context.Context, runID string) ([]journal.Event, journal.Origin, error) {
 	evs, origin, err := backend.ReadThrough(ctx, j.opts.Archive,

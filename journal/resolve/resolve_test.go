@@ -172,8 +172,10 @@ func TestOpenRefuses(t *testing.T) {
 }
 
 // The journal Open returns reads a run's last events alone (a suite's
-// coordinator reads its children's outcomes so), on every backend.
-func TestOpenedJournalReadsTails(t *testing.T) {
+// coordinator reads its children's outcomes so), and its meta with its
+// first events (a worker reads how a run was submitted so), on every
+// backend.
+func TestOpenedJournalReadsTailsAndHeads(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	for _, url := range []string{resolve.MemoryURL, testenv.ValkeyURL(t)} {
@@ -194,6 +196,14 @@ func TestOpenedJournalReadsTails(t *testing.T) {
 		}
 		if _, err := tr.Tail(ctx, "run_missing", 1); !errors.Is(err, journal.ErrRunNotFound) {
 			t.Fatalf("%s: Tail of a missing run: %v; want ErrRunNotFound", url, err)
+		}
+		var hr journal.HeadReader = j
+		meta, first, err := hr.Head(ctx, "run_tail", 1)
+		if err != nil || meta.RunID != "run_tail" || meta.LastSeq != all[len(all)-1].RunSeq || len(first) != 1 || first[0].Kind != runevent.RunSubmitted {
+			t.Fatalf("%s: Head(1) = %+v, %+v, %v; want the run's meta and its run:submitted", url, meta, first, err)
+		}
+		if _, _, err := hr.Head(ctx, "run_missing", 1); !errors.Is(err, journal.ErrRunNotFound) {
+			t.Fatalf("%s: Head of a missing run: %v; want ErrRunNotFound", url, err)
 		}
 	}
 }

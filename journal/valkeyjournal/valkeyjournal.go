@@ -364,25 +364,26 @@ func (j *Journal) sealGone(ctx context.Context, runID string) error {
 	return j.wrap(ctx, "seal", runID, journal.ErrRunNotFound)
 }
 
-// liveRun reads the parts of a run that what names ("meta", "events",
-// "results", "run") from Valkey at one instant: one MULTI/EXEC transaction
-// of plain reads (faster than a script, which would copy everything through
-// Lua tables), on keys of one slot.
-// liveRun reads what of run runID from Valkey: "meta", "events",
-// "results", "run" (all three), or "tail" (the meta and the last tail
-// events).
-func (j *Journal) liveRun(ctx context.Context, runID, what string, tail int64) (*journal.Run, error) {
+// liveRun reads the parts of run runID that what names from Valkey at one
+// instant: "meta", "events", "results", "run" (all three), "tail" (the
+// meta and the last count events) or "head" (the meta and the first count
+// events). One MULTI/EXEC transaction of plain reads (faster than a
+// script, which would copy everything through Lua tables), on keys of one
+// slot.
+func (j *Journal) liveRun(ctx context.Context, runID, what string, count int64) (*journal.Run, error) {
 	if err := journal.CheckRunID(runID); err != nil {
 		return nil, err
 	}
 	mk, ek, rk := Keys(j.opts.Namespace, runID)
 	cmds := make(valkey.Commands, 0, 5)
 	cmds = append(cmds, j.c.B().Multi().Build(), j.c.B().Hgetall().Key(mk).Build())
-	events := what == "events" || what == "run" || what == "tail"
+	events := what == "events" || what == "run" || what == "tail" || what == "head"
 	results := what == "results" || what == "run"
 	switch {
 	case what == "tail":
-		cmds = append(cmds, j.c.B().Xrevrange().Key(ek).End("+").Start("-").Count(tail).Build())
+		cmds = append(cmds, j.c.B().Xrevrange().Key(ek).End("+").Start("-").Count(count).Build())
+	case what == "head":
+		cmds = append(cmds, j.c.B().Xrange().Key(ek).Start("-").End("+").Count(count).Build())
 	case events:
 		cmds = append(cmds, j.c.B().Xrange().Key(ek).Start("-").End("+").Build())
 	}
@@ -521,9 +522,9 @@ func decodeMeta(f map[string]string) (journal.Meta, error) {
 
 // read returns what of the run (liveRun) from Valkey, or else from the
 // archive.
-func (j *Journal) read(ctx context.Context, op, runID, what string, tail int64) (*journal.Run, error) {
+func (j *Journal) read(ctx context.Context, op, runID, what string, count int64) (*journal.Run, error) {
 	r, origin, err := backend.ReadThrough(ctx, j.opts.Archive,
-		func() (*journal.Run, error) { return j.liveRun(ctx, runID, what, tail) },
+		func() (*journal.Run, error) { return j.liveRun(ctx, runID, what, count) },
 		func(a journal.Archive) (*journal.Run, error) {
 			switch what {
 			case "meta":
@@ -534,7 +535,14 @@ func (j *Journal) read(ctx context.Context, op, runID, what string, tail int64) 
 				return &journal.Run{Events: evs}, err
 			case "tail":
 				evs, err := a.Events(ctx, j.opts.Namespace, runID)
-				return &journal.Run{Events: evs[max(len(evs)-int(tail), 0):]}, err
+				return &journal.Run{Events: evs[max(len(evs)-int(count), 0):]}, err
+			case "head":
+				m, err := a.Meta(ctx, j.opts.Namespace, runID)
+				if err != nil {
+					return nil, err
+				}
+				evs, err := a.Events(ctx, j.opts.Namespace, runID)
+				return &journal.Run{Meta: m, Events: evs[:min(len(evs), int(count))]}, err
 			case "results":
 				rs, err := a.Results(ctx, j.opts.Namespace, runID)
 				return &journal.Run{Results: rs}, err
@@ -576,6 +584,23 @@ func (j *Journal) Tail(ctx context.Context, runID string, n int) ([]journal.Even
 		return nil, err
 	}
 	return r.Events, nil
+}
+
+// Head implements journal.HeadReader: one transaction of the run's meta
+// and its first n events (XRANGE … COUNT n).
+func (j *Journal) Head(ctx context.Context, runID string, n int) (journal.Meta, []journal.Event, error) {
+	what := "head"
+	if n <= 0 {
+		what = "meta" // COUNT 0 is no limit
+	}
+	r, err := j.read(ctx, "head", runID, what, int64(n))
+	if err != nil {
+		return journal.Meta{}, nil, err
+	}
+	if r.Events == nil {
+		r.Events = []journal.Event{}
+	}
+	return r.Meta, r.Events, nil
 }
 
 // Results implements journal.Journal.

@@ -204,7 +204,7 @@ func (in *Intake) submit(ctx context.Context, env messages.Envelope, runID, pref
 // submittedBy reports whether run runID was submitted by message messageID
 // (its run:submitted event carries that message id).
 func (in *Intake) submittedBy(ctx context.Context, runID, messageID string) (bool, error) {
-	ev, err := runwire.Submitted(ctx, in.journal, runID)
+	ev, _, err := runwire.Submitted(ctx, in.journal, runID)
 	if err != nil {
 		return false, err
 	}

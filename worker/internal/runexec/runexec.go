@@ -313,7 +313,7 @@ func (x *Executor) Execute(ctx context.Context, d consumer.Delivery) consumer.Ve
 		}
 		// A suite's child: note it done again, in case a crash came
 		// between its end and its note.
-		if sub, err := runwire.Submitted(ctx, x.journal, runID); err == nil {
+		if sub, _, err := runwire.Submitted(ctx, x.journal, runID); err == nil {
 			if ref, ok := suiteRefOf(sub); ok {
 				if err := x.childDone(ctx, runID, ref); err != nil {
 					log.Warn("note the finished child in its suite; left pending", zap.Error(err))
@@ -512,7 +512,7 @@ func (x *Executor) deadLetter(ctx context.Context, entryID, runID string, failur
 	if errors.Is(cause, errUnrunnable) {
 		msg = fmt.Sprintf("dead-lettered to %s: %v", dead, cause)
 	}
-	sub, subErr := runwire.Submitted(ctx, x.journal, runID)
+	sub, _, subErr := runwire.Submitted(ctx, x.journal, runID)
 	if subErr == nil {
 		var typ string
 		_ = json.Unmarshal(sub.Extra[runwire.FieldMessageType], &typ)
@@ -570,13 +570,9 @@ func (x *Executor) keepAlive(ctx context.Context, cancel context.CancelCauseFunc
 // neither (shutdown, lost lease or a transient failure). A suite's child
 // that finished is noted done in its suite (childDone).
 func (x *Executor) run(ctx context.Context, runID string, log *zap.Logger) (_ host.Status, _ messages.MessageType, err error) {
-	sub, err := runwire.Submitted(ctx, x.journal, runID)
+	sub, meta, err := runwire.Submitted(ctx, x.journal, runID)
 	if err != nil {
 		return "", "", err
-	}
-	meta, err := x.journal.Meta(ctx, runID)
-	if err != nil {
-		return "", "", fmt.Errorf("read run %s: %w", runID, err)
 	}
 	typ, terr := runType(sub)
 	var out host.Outcome

@@ -200,7 +200,7 @@ func (x *Executor) submitChildren(ctx context.Context, meta journal.Meta, b mess
 			return fmt.Errorf("set suite %s's total: %w", meta.RunID, err.Error())
 		}
 	}
-	sub, err := runwire.Submitted(ctx, x.journal, meta.RunID)
+	sub, _, err := runwire.Submitted(ctx, x.journal, meta.RunID)
 	if err != nil {
 		return err
 	}
@@ -499,7 +499,7 @@ func suiteRefOf(sub journal.Event) (runwire.SuiteRef, bool) {
 // isSuite reports whether run runID is a suite (submitted by run_suite);
 // false when that cannot be read.
 func (x *Executor) isSuite(ctx context.Context, runID string) bool {
-	sub, err := runwire.Submitted(ctx, x.journal, runID)
+	sub, _, err := runwire.Submitted(ctx, x.journal, runID)
 	if err != nil {
 		return false
 	}

@@ -111,16 +111,25 @@ const RunsGroup = "run-workers"
 // RunsStream is the stream of submitted runs of namespace ns, <ns>:runs.
 func RunsStream(ns string) string { return ns + ":runs" }
 
-// Submitted returns run runID's run:submitted event (its first).
-func Submitted(ctx context.Context, j journal.Journal, runID string) (journal.Event, error) {
-	events, _, err := j.Events(ctx, runID)
+// Submitted returns run runID's run:submitted event (its first) and its
+// meta, read together: only the run's first event where the journal reads
+// heads (journal.HeadReader), else all of them.
+func Submitted(ctx context.Context, j journal.Journal, runID string) (journal.Event, journal.Meta, error) {
+	var meta journal.Meta
+	var events []journal.Event
+	var err error
+	if h, ok := j.(journal.HeadReader); ok {
+		meta, events, err = h.Head(ctx, runID, 1)
+	} else if events, _, err = j.Events(ctx, runID); err == nil {
+		meta, err = j.Meta(ctx, runID)
+	}
 	if err != nil {
-		return journal.Event{}, fmt.Errorf("read run %s: %w", runID, err)
+		return journal.Event{}, journal.Meta{}, fmt.Errorf("read run %s: %w", runID, err)
 	}
 	if len(events) == 0 || events[0].Kind != runevent.RunSubmitted {
-		return journal.Event{}, fmt.Errorf("run %s has no run:submitted event", runID)
+		return journal.Event{}, journal.Meta{}, fmt.Errorf("run %s has no run:submitted event", runID)
 	}
-	return events[0], nil
+	return events[0], meta, nil
 }
 
 // ForkRangeRefusal is the refusal of a fork outside the run's events, in
