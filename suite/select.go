@@ -64,7 +64,8 @@ func SelectRuns(ctx context.Context, j journal.Journal, target string, q message
 		return Selection{}, err
 	}
 	// Each run is read (ReadConcurrency at once) to tell a recording from
-	// a case run and find its fork; the order stays the listing's.
+	// a case run and find its fork: its last events, then its first; the
+	// order stays the listing's.
 	fork := make([]int64, len(refs))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(ReadConcurrency)
@@ -74,7 +75,8 @@ func SelectRuns(ctx context.Context, j journal.Journal, target string, q message
 			// A finished case run or suite says so in its last events: those
 			// are read first, alone, where the journal can (a journal that
 			// served suites holds many more case runs than recordings).
-			if t, ok := j.(journal.TailReader); ok {
+			t, tailed := j.(journal.TailReader)
+			if tailed {
 				tail, err := t.Tail(gctx, r.RunID, OutcomeTail)
 				if errors.Is(err, journal.ErrRunNotFound) {
 					return nil
@@ -83,6 +85,27 @@ func SelectRuns(ctx context.Context, j journal.Journal, target string, q message
 					return fmt.Errorf("read run %s: %w", r.RunID, err)
 				}
 				if !mayBeRecording(tail) {
+					return nil
+				}
+			}
+			// Then its first events, where a recording's fork is: its
+			// first run:start, which follows run:submitted. A case run's
+			// case:outcome is in its tail, a suite's suite:plan in its
+			// head; so the run is read whole only when its head has no
+			// run:start and there is more.
+			if h, ok := j.(journal.HeadReader); ok && tailed {
+				_, head, err := h.Head(gctx, r.RunID, selectHead)
+				if errors.Is(err, journal.ErrRunNotFound) {
+					return nil
+				}
+				if err != nil {
+					return fmt.Errorf("read run %s: %w", r.RunID, err)
+				}
+				f, ok := recordedRun(head)
+				if ok {
+					fork[i] = f
+				}
+				if ok || f == notRecorded || len(head) < selectHead {
 					return nil
 				}
 			}
@@ -148,15 +171,24 @@ func mayBeRecording(tail []journal.Event) bool {
 	return true
 }
 
-// recordedRun reports whether a finished run's events are a recording of
-// its target (no case:outcome, no suite:plan), and the run_seq of its first
-// run:start.
+// selectHead is how many first events of a run SelectRuns reads for its
+// fork before it reads the whole run.
+const selectHead = 8
+
+// notRecorded is recordedRun's fork of events that hold a case:outcome or
+// a suite:plan.
+const notRecorded = -2
+
+// recordedRun reports whether a finished run's events (or its first
+// events) are a recording of its target (no case:outcome, no suite:plan),
+// and the run_seq of its first run:start; the fork is notRecorded when
+// they hold a case:outcome or suite:plan, -1 when they hold no run:start.
 func recordedRun(events []journal.Event) (int64, bool) {
 	fork := int64(-1)
 	for _, ev := range events {
 		switch ev.Kind {
 		case runevent.CaseOutcome, runevent.SuitePlan:
-			return 0, false
+			return notRecorded, false
 		case runevent.RunStart:
 			if fork < 0 {
 				fork = ev.RunSeq
