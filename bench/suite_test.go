@@ -121,7 +121,7 @@ func BenchmarkShadowSuite(b *testing.B) {
 		anchorTime += time.Since(start)
 		id := fmt.Sprintf("suite-%d", i)
 		start = time.Now()
-		cpu0, rcpu0 := processCPU(), redisCPU(c)
+		cpu0, rcpu0 := processCPU(), testenv.ServerCPU(c)
 		fill(b, c, ns+":case-messages", 1, func(int) string {
 			return envelope(id, messages.RunSuite, map[string]any{"suite_id": id, "target_name": replaytest.Target, "min_cases": runs,
 				"cases": map[string]any{"journal": map[string]any{}},
@@ -130,7 +130,7 @@ func BenchmarkShadowSuite(b *testing.B) {
 		waitEvent(b, c, valkeyjournal.EventsKey(ns, id), `"kind":"run:complete"`, 10*time.Minute)
 		suiteTime += time.Since(start)
 		cpu += processCPU() - cpu0
-		rcpu += redisCPU(c) - rcpu0
+		rcpu += testenv.ServerCPU(c) - rcpu0
 	}
 	b.StopTimer()
 	suiteRate := float64(runs*b.N) / suiteTime.Seconds()

@@ -10,7 +10,6 @@ import (
 	"net"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -435,12 +434,12 @@ func benchWorker(b *testing.B, kind string, n int) {
 		fill(b, c, cfg.CaseStream, msgs, msg)
 		b.StartTimer()
 		start := time.Now()
-		cpu0, rcpu0 := processCPU(), redisCPU(c)
+		cpu0, rcpu0 := processCPU(), testenv.ServerCPU(c)
 		f := startFleet(b, ns, n, st, reg)
 		waitFor(b, 5*time.Minute, func() bool { return answered(c, cfg, msgs) })
 		total += time.Since(start)
 		cpu += processCPU() - cpu0
-		rcpu += redisCPU(c) - rcpu0
+		rcpu += testenv.ServerCPU(c) - rcpu0
 		b.StopTimer()
 		cmds += f.cmds.Load()
 		calls += f.calls.Load()
@@ -628,22 +627,4 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// redisCPU is the server's user and system CPU time so far (INFO cpu),
-// which includes what other clients of a shared server cost it.
-func redisCPU(c valkey.Client) time.Duration {
-	info, err := c.Do(context.Background(), c.B().Info().Section("cpu").Build()).ToString()
-	if err != nil {
-		return 0
-	}
-	var total float64
-	for _, line := range strings.Split(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
-			f, _ := strconv.ParseFloat(v, 64)
-			total += f
-		}
-	}
-	return time.Duration(total * float64(time.Second))
 }

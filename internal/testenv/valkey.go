@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,4 +115,24 @@ func DeleteNamespace(ctx context.Context, c valkey.Client, ns string) error {
 		return fmt.Errorf("delete namespace %s: %w", ns, err)
 	}
 	return nil
+}
+
+// ServerCPU is the Valkey server's user and system CPU time so far (INFO
+// cpu), 0 when it cannot be read: a benchmark reports the server's CPU per
+// operation from two readings (the server's, so on a Valkey nothing else
+// uses).
+func ServerCPU(c valkey.Client) time.Duration {
+	info, err := c.Do(context.Background(), c.B().Info().Section("cpu").Build()).ToString()
+	if err != nil {
+		return 0
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, _ := strconv.ParseFloat(v, 64)
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second))
 }

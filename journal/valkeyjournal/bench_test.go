@@ -3,13 +3,8 @@ package valkeyjournal_test
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
-	"time"
-
-	"github.com/valkey-io/valkey-go"
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/internal/testenv"
@@ -102,7 +97,7 @@ func BenchmarkAppend(b *testing.B) {
 			run := newBenchRun()
 			ctx := context.Background()
 			i := 0
-			rcpu0 := redisCPU(c)
+			rcpu0 := testenv.ServerCPU(c)
 			b.ResetTimer()
 			for b.Loop() {
 				var wg sync.WaitGroup
@@ -134,7 +129,7 @@ func BenchmarkAppend(b *testing.B) {
 			}
 			b.ReportMetric(events/b.Elapsed().Seconds(), "events/s")
 			b.ReportMetric(b.Elapsed().Seconds()*1e6/appends*float64(bc.runs), "µs/append")
-			b.ReportMetric(float64((redisCPU(c)-rcpu0).Microseconds())/events, "redis_cpu_us/event")
+			b.ReportMetric(float64((testenv.ServerCPU(c)-rcpu0).Microseconds())/events, "redis_cpu_us/event")
 		})
 	}
 }
@@ -225,22 +220,4 @@ func BenchmarkRun(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("Archive", func(b *testing.B) { read(b, journal.OriginArchive) })
-}
-
-// redisCPU is the Valkey server's CPU time so far (INFO cpu), 0 when it
-// cannot be read.
-func redisCPU(c valkey.Client) time.Duration {
-	info, err := c.Do(context.Background(), c.B().Info().Section("cpu").Build()).ToString()
-	if err != nil {
-		return 0
-	}
-	var total float64
-	for _, line := range strings.Split(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
-			f, _ := strconv.ParseFloat(v, 64)
-			total += f
-		}
-	}
-	return time.Duration(total * float64(time.Second))
 }
