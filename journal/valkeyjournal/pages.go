@@ -12,9 +12,9 @@ import (
 	"github.com/pyrula/caseworker/journal/internal/backend"
 )
 
-// RunPages implements journal.PagedReader: the run's meta and result ids
-// in one transaction, then its events an XRANGE of 1,024 at a time and its
-// results by HMGET, as asked. A run no longer live is read through the
+// RunPages implements journal.PagedReader: the run's meta, its result ids
+// and its first 1,024 events in one transaction, then its other events an
+// XRANGE of 1,024 at a time and its results by HMGET, as asked. A run no longer live is read through the
 // archive: in pages where the archive has them (journal.PagedArchive),
 // else whole (Run) and paged in memory. Events or results gone between
 // two pages (the run's keys expired) are journal.ErrRunChanged. A user
@@ -28,6 +28,7 @@ func (j *Journal) RunPages(ctx context.Context, runID string) (journal.RunPages,
 		j.c.B().Multi().Build(),
 		j.c.B().Hgetall().Key(mk).Build(),
 		j.c.B().Hkeys().Key(rk).Build(),
+		j.c.B().Xrange().Key(ek).Start("-").End("+").Count(journal.PageSize).Build(),
 		j.c.B().Exec().Build())
 	reply, err := resps[len(resps)-1].ToArray()
 	noPerm := false
@@ -44,7 +45,7 @@ func (j *Journal) RunPages(ctx context.Context, runID string) (journal.RunPages,
 		// pages) reads the run whole, as it did then.
 		return j.wholePages(ctx, runID)
 	}
-	if err == nil && len(reply) != 2 {
+	if err == nil && len(reply) != 3 {
 		err = fmt.Errorf("unexpected transaction reply of %d parts", len(reply))
 	}
 	if err != nil {
@@ -73,6 +74,9 @@ func (j *Journal) RunPages(ctx context.Context, runID string) (journal.RunPages,
 		return nil, fmt.Errorf("valkeyjournal: pages %s: results: %w", runID, err)
 	}
 	journal.SortResultIDs(p.ids)
+	if p.first, err = reply[2].ToArray(); err != nil {
+		return nil, fmt.Errorf("valkeyjournal: pages %s: events: %w", runID, err)
+	}
 	return p, nil
 }
 
@@ -102,6 +106,8 @@ type pages struct {
 	events, results string
 	meta            journal.Meta
 	ids             []string
+	// first is the XRANGE of the first page of events, read with the meta.
+	first []valkey.ValkeyMessage
 }
 
 func (p *pages) Meta() journal.Meta  { return p.meta }
@@ -112,9 +118,13 @@ func (p *pages) Events(ctx context.Context, fn func([]journal.Event) error) erro
 	start, next := "-", int64(1)
 	evs := make([]journal.Event, 0, journal.PageSize)
 	for next <= p.meta.LastSeq {
-		entries, err := c.Do(ctx, c.B().Xrange().Key(p.events).Start(start).End("+").Count(journal.PageSize).Build()).ToArray()
-		if err != nil {
-			return fmt.Errorf("valkeyjournal: events of %s: %w", runID, err)
+		entries := p.first
+		if start != "-" {
+			var err error
+			entries, err = c.Do(ctx, c.B().Xrange().Key(p.events).Start(start).End("+").Count(journal.PageSize).Build()).ToArray()
+			if err != nil {
+				return fmt.Errorf("valkeyjournal: events of %s: %w", runID, err)
+			}
 		}
 		if len(entries) == 0 {
 			return fmt.Errorf("valkeyjournal: events of %s end at run_seq %d, before %d: %w", runID, next-1, p.meta.LastSeq, journal.ErrRunChanged)

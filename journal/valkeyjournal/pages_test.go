@@ -42,13 +42,25 @@ func oneCallRun(t *testing.T, c valkey.Client, ns string) *valkeyjournal.Journal
 
 // TestPagesSeeKeysGo: a run whose live keys go after its pages were opened
 // (its completed TTL ran out, or a hand deleted them) gives
-// journal.ErrRunChanged from the pages that read them, not a shorter run.
+// journal.ErrRunChanged from the pages that read them, not a shorter run;
+// its first page of events, read with its meta, is whole.
 func TestPagesSeeKeysGo(t *testing.T) {
 	ctx := context.Background()
 	c := newClient(t)
 	ns := testenv.UniqueName(t, "pages")
 	cleanup(t, c, ns)
 	j := oneCallRun(t, c, ns)
+	lease, err := j.Acquire(ctx, journal.AcquireParams{RunID: "run_1", Owner: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	more := make([]journal.Event, journal.PageSize)
+	for i := range more {
+		more[i] = journal.Event{Kind: "note:x"}
+	}
+	if _, err := j.Append(ctx, lease, journal.Batch{Events: more}); err != nil {
+		t.Fatal(err)
+	}
 	pg, err := j.RunPages(ctx, "run_1")
 	if err != nil {
 		t.Fatal(err)
@@ -59,9 +71,13 @@ func TestPagesSeeKeysGo(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err = pg.Events(ctx, func([]journal.Event) error { return nil })
+	var read int
+	err = pg.Events(ctx, func(evs []journal.Event) error { read += len(evs); return nil })
 	if !errors.Is(err, journal.ErrRunChanged) {
 		t.Errorf("Events after the events key went: %v, want ErrRunChanged", err)
+	}
+	if read != journal.PageSize {
+		t.Errorf("%d events read before the events key was found gone, want the first page's %d", read, journal.PageSize)
 	}
 	if _, err := pg.Results(ctx, pg.ResultIDs()); !errors.Is(err, journal.ErrRunChanged) {
 		t.Errorf("Results after the results key went: %v, want ErrRunChanged", err)
