@@ -307,7 +307,7 @@ func (e *engine) run(ctx context.Context, inputs map[string]json.RawMessage) (ho
 	}
 	out, err := rt.Run(ctx, host.RunParams{
 		RunID: e.p.RunID, Target: e.p.Target, Inputs: inputs, Resolver: e,
-		Models: e.p.Models, Model: e.model, System: e.p.System, Deps: e.p.Deps,
+		Models: e.p.Models, Model: e.model, System: e.p.System, Deps: e.p.Deps, Recorded: prior.loaded,
 	})
 	if err != nil {
 		return host.Outcome{}, fmt.Errorf("replay: run %s: %w", e.p.RunID, err)

@@ -22,6 +22,9 @@ type resumed struct {
 	callLines int
 	// outcome is the case:outcome already journaled, if any.
 	outcome *Outcome
+	// loaded is the journal as resume read it when resume wrote nothing
+	// (no lost call line, no charge): the runtime starts from it.
+	loaded *host.Recorded
 }
 
 // resume rebuilds the engine's state from the case run's own journal, so
@@ -39,6 +42,7 @@ func (e *engine) resume(ctx context.Context) (resumed, error) {
 	if err != nil {
 		return r, fmt.Errorf("replay: run %s: load its journal: %w", e.p.RunID, err)
 	}
+	r.loaded = &rec
 	if len(rec.Events) == 0 {
 		return r, nil
 	}
@@ -100,6 +104,7 @@ func (e *engine) resume(ctx context.Context) (resumed, error) {
 	// Call lines lost in a crash between a call:done and its case:call.
 	for _, line := range e.calls[min(r.callLines, len(e.calls)):] {
 		ev := callLineEvent(line, e.clock.Now().UTC(), new(host.CallRef))
+		r.loaded = nil
 		seq, err := e.p.Log.Append(ctx, e.p.RunID, host.Batch{Target: e.p.Target, Events: []host.Event{ev}})
 		if err != nil {
 			return r, fmt.Errorf("replay: run %s: write case:call: %w", e.p.RunID, err)
@@ -137,6 +142,7 @@ func (e *engine) resume(ctx context.Context) (resumed, error) {
 		}
 		// Acts: the call is made again next, so a Log that can lose writes
 		// makes the charge durable first.
+		r.loaded = nil
 		seq, err := e.p.Log.Append(ctx, e.p.RunID, host.Batch{Target: e.p.Target, Events: []host.Event{ev}, Acts: true})
 		if err != nil {
 			return r, fmt.Errorf("replay: run %s: write case:charge: %w", e.p.RunID, err)

@@ -116,3 +116,59 @@ func TestResumeFindsChangedInput(t *testing.T) {
 		t.Fatalf("resume with the same code: %+v %v", rep.Outcome, err)
 	}
 }
+
+// loadCounter is a MemLog that counts the loads of each run.
+type loadCounter struct {
+	*host.MemLog
+	loads map[string]int
+}
+
+func (l *loadCounter) Load(ctx context.Context, runID string) (host.Recorded, error) {
+	l.loads[runID]++
+	return l.MemLog.Load(ctx, runID)
+}
+
+// TestCaseRunLoadsItsJournalOnce: a case run reads its journal once, for
+// the engine and the runtime both, when it starts and when it is resumed
+// after a crash, and ends as it would have.
+func TestCaseRunLoadsItsJournalOnce(t *testing.T) {
+	recLog := host.NewMemLog()
+	rt, err := host.NewRuntime(host.Config{Registry: resumable(t, 1, 2, nil), Log: recLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := rt.Run(context.Background(), host.RunParams{RunID: "rec", Target: "resumable"}); err != nil || out.Status != host.StatusComplete {
+		t.Fatalf("record: %+v %v", out, err)
+	}
+	start, _ := json.Marshal(recLog.Events("rec")[0])
+	fork := int64(1)
+	b := &bundle.Bundle{
+		Manifest: bundle.Manifest{Format: 1, Kind: bundle.KindWorkflow, TargetName: "resumable", CodeVersion: "v1",
+			ForkAfterSeq: &fork, Inputs: recLog.Events("rec")[0].Inputs, Source: bundle.Source{RunID: "rec"}},
+		History: []json.RawMessage{start},
+		Results: recLog.Results("rec"),
+	}
+	log := &loadCounter{MemLog: host.NewMemLog(), loads: map[string]int{}}
+	rep, err := replay.Run(context.Background(), replay.Params{Bundle: b, RunID: "fresh", Registry: resumable(t, 1, 2, nil),
+		Log: log, FixtureHash: "h", Options: replay.Options{ReplayOnly: true}})
+	if err != nil || rep.Outcome.Status != host.StatusComplete {
+		t.Fatalf("case run: %+v %v", rep.Outcome, err)
+	}
+	if log.loads["fresh"] != 1 {
+		t.Errorf("a case run loaded its journal %d times, want once", log.loads["fresh"])
+	}
+	// Crashed inside b (its input changed, so it runs live), then resumed.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	if _, err := replay.Run(ctx, replay.Params{Bundle: b, RunID: "crashed", Registry: resumable(t, 1, 5, func() { cancel(errors.New("crash")) }),
+		Log: log, FixtureHash: "h", Options: replay.Options{}}); err == nil {
+		t.Fatal("the crashed case run returned no error")
+	}
+	rep, err = replay.Run(context.Background(), replay.Params{Bundle: b, RunID: "crashed", Registry: resumable(t, 1, 5, nil),
+		Log: log, FixtureHash: "h", Options: replay.Options{}})
+	if err != nil || rep.Outcome.Status != host.StatusComplete || rep.Outcome.Provenance["changed"] != 1 {
+		t.Fatalf("resumed case run: %+v %v", rep.Outcome, err)
+	}
+	if log.loads["crashed"] != 2 {
+		t.Errorf("a case run and its resumption loaded its journal %d times, want twice", log.loads["crashed"])
+	}
+}

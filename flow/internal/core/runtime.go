@@ -109,6 +109,10 @@ type RunParams struct {
 	// Deps is the dependency set the run's steps and tools read with Dep
 	// (and its children's, through their context); nil for none.
 	Deps Deps
+	// Recorded, when set, is the run's journal as the caller loaded it
+	// from Config.Log just before, with nothing written to the run since:
+	// Run starts from it instead of loading the run again.
+	Recorded *Recorded
 }
 
 // Status is how a run ended.
@@ -253,9 +257,14 @@ func RunID(ctx context.Context) string {
 }
 
 func (rt *Runtime) execute(ctx context.Context, t *target, p RunParams) (Outcome, error) {
-	rec, err := rt.cfg.Log.Load(ctx, p.RunID)
-	if err != nil {
-		return Outcome{RunID: p.RunID}, fmt.Errorf("flow: load run %s: %w", p.RunID, err)
+	var rec Recorded
+	if p.Recorded != nil {
+		rec = *p.Recorded
+	} else {
+		var err error
+		if rec, err = rt.cfg.Log.Load(ctx, p.RunID); err != nil {
+			return Outcome{RunID: p.RunID}, fmt.Errorf("flow: load run %s: %w", p.RunID, err)
+		}
 	}
 	r := &run{
 		rt:       rt,
