@@ -49,11 +49,10 @@ func resumable(t *testing.T, first, second int, crash func()) *flow.Registry {
 	return reg
 }
 
-// TestResumeFindsChangedInput: a case run that crashed is resumed on its own
-// journal by changed code whose first call has another input: the run stops
-// with replay_input_changed (exit 3) instead of mixing the two versions.
-func TestResumeFindsChangedInput(t *testing.T) {
-	// Record the run live and save it after run:start (every call post-fork).
+// resumableCase records a run of resumable(1, 2) live and saves it after
+// its run:start (every call after the fork).
+func resumableCase(t *testing.T) *bundle.Bundle {
+	t.Helper()
 	recLog := host.NewMemLog()
 	rt, err := host.NewRuntime(host.Config{Registry: resumable(t, 1, 2, nil), Log: recLog})
 	if err != nil {
@@ -62,20 +61,25 @@ func TestResumeFindsChangedInput(t *testing.T) {
 	if out, err := rt.Run(context.Background(), host.RunParams{RunID: "rec", Target: "resumable"}); err != nil || out.Status != host.StatusComplete {
 		t.Fatalf("record: %+v %v", out, err)
 	}
-	var history []json.RawMessage
-	var inputs json.RawMessage
-	for _, ev := range recLog.Events("rec")[:1] {
-		raw, _ := json.Marshal(ev)
-		history = append(history, raw)
-		inputs = ev.Inputs
+	start := recLog.Events("rec")[0]
+	raw, err := json.Marshal(start)
+	if err != nil {
+		t.Fatal(err)
 	}
 	fork := int64(1)
-	b := &bundle.Bundle{
+	return &bundle.Bundle{
 		Manifest: bundle.Manifest{Format: 1, Kind: bundle.KindWorkflow, TargetName: "resumable", CodeVersion: "v1",
-			ForkAfterSeq: &fork, Inputs: inputs, Source: bundle.Source{RunID: "rec"}},
-		History: history,
+			ForkAfterSeq: &fork, Inputs: start.Inputs, Source: bundle.Source{RunID: "rec"}},
+		History: []json.RawMessage{raw},
 		Results: recLog.Results("rec"),
 	}
+}
+
+// TestResumeFindsChangedInput: a case run that crashed is resumed on its own
+// journal by changed code whose first call has another input: the run stops
+// with replay_input_changed (exit 3) instead of mixing the two versions.
+func TestResumeFindsChangedInput(t *testing.T) {
+	b := resumableCase(t)
 
 	// The case run crashes inside b: its context ends, no terminal event.
 	caseLog := host.NewMemLog()
@@ -132,22 +136,7 @@ func (l *loadCounter) Load(ctx context.Context, runID string) (host.Recorded, er
 // the engine and the runtime both, when it starts and when it is resumed
 // after a crash, and ends as it would have.
 func TestCaseRunLoadsItsJournalOnce(t *testing.T) {
-	recLog := host.NewMemLog()
-	rt, err := host.NewRuntime(host.Config{Registry: resumable(t, 1, 2, nil), Log: recLog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := rt.Run(context.Background(), host.RunParams{RunID: "rec", Target: "resumable"}); err != nil || out.Status != host.StatusComplete {
-		t.Fatalf("record: %+v %v", out, err)
-	}
-	start, _ := json.Marshal(recLog.Events("rec")[0])
-	fork := int64(1)
-	b := &bundle.Bundle{
-		Manifest: bundle.Manifest{Format: 1, Kind: bundle.KindWorkflow, TargetName: "resumable", CodeVersion: "v1",
-			ForkAfterSeq: &fork, Inputs: recLog.Events("rec")[0].Inputs, Source: bundle.Source{RunID: "rec"}},
-		History: []json.RawMessage{start},
-		Results: recLog.Results("rec"),
-	}
+	b := resumableCase(t)
 	log := &loadCounter{MemLog: host.NewMemLog(), loads: map[string]int{}}
 	rep, err := replay.Run(context.Background(), replay.Params{Bundle: b, RunID: "fresh", Registry: resumable(t, 1, 2, nil),
 		Log: log, FixtureHash: "h", Options: replay.Options{ReplayOnly: true}})
