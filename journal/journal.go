@@ -380,6 +380,19 @@ type HeadReader interface {
 	Head(ctx context.Context, runID string, n int) (Meta, []Event, error)
 }
 
+// ReadHead returns run runID's meta and first n events: through j's
+// HeadReader when it has one, else from the run read whole (Run).
+func ReadHead(ctx context.Context, j Journal, runID string, n int) (Meta, []Event, error) {
+	if h, ok := j.(HeadReader); ok {
+		return h.Head(ctx, runID, n)
+	}
+	r, err := j.Run(ctx, runID)
+	if err != nil {
+		return Meta{}, nil, err
+	}
+	return r.Meta, r.Events[:min(len(r.Events), max(n, 0))], nil
+}
+
 // ArchiveLister lists the runs an Archive holds under namespace, in run id
 // order; pgarchive implements it.
 type ArchiveLister interface {

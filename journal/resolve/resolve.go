@@ -196,17 +196,10 @@ func (j *Journal) RunPages(ctx context.Context, runID string) (journal.RunPages,
 }
 
 // Head implements journal.HeadReader: the live journal's Head where it has
-// one (every journal Open opens), else the run's meta and the first n of
-// its events.
+// one (every journal Open opens), else from the run read whole
+// (journal.ReadHead).
 func (j *Journal) Head(ctx context.Context, runID string, n int) (journal.Meta, []journal.Event, error) {
-	if h, ok := j.Journal.(journal.HeadReader); ok {
-		return h.Head(ctx, runID, n)
-	}
-	r, err := j.Journal.Run(ctx, runID)
-	if err != nil {
-		return journal.Meta{}, nil, err
-	}
-	return r.Meta, r.Events[:min(len(r.Events), max(n, 0))], nil
+	return journal.ReadHead(ctx, j.Journal, runID, n)
 }
 
 // Tail implements journal.TailReader: the live journal's Tail where it has

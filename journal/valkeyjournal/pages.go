@@ -14,11 +14,12 @@ import (
 
 // RunPages implements journal.PagedReader: the run's meta, its result ids
 // and its first 1,024 events in one transaction, then its other events an
-// XRANGE of 1,024 at a time and its results by HMGET, as asked. A run no longer live is read through the
-// archive: in pages where the archive has them (journal.PagedArchive),
-// else whole (Run) and paged in memory. Events or results gone between
-// two pages (the run's keys expired) are journal.ErrRunChanged. A user
-// whose ACL refuses HKEYS reads the run whole (Run).
+// XRANGE of 1,024 at a time and its results by HMGET, as asked. A run no
+// longer live is read through the archive: in pages where the archive has
+// them (journal.PagedArchive), else whole (Run) and paged in memory.
+// Events or results gone between two pages (the run's keys expired) are
+// journal.ErrRunChanged. A user whose ACL refuses HKEYS reads the run
+// whole (Run).
 func (j *Journal) RunPages(ctx context.Context, runID string) (journal.RunPages, error) {
 	if err := journal.CheckRunID(runID); err != nil {
 		return nil, fmt.Errorf("valkeyjournal: pages %s: %w", runID, err)

@@ -112,17 +112,10 @@ const RunsGroup = "run-workers"
 func RunsStream(ns string) string { return ns + ":runs" }
 
 // Submitted returns run runID's run:submitted event (its first) and its
-// meta, read together: only the run's first event where the journal reads
-// heads (journal.HeadReader), else all of them.
+// meta, read together (journal.ReadHead: only the run's first event where
+// the journal reads heads).
 func Submitted(ctx context.Context, j journal.Journal, runID string) (journal.Event, journal.Meta, error) {
-	var meta journal.Meta
-	var events []journal.Event
-	var err error
-	if h, ok := j.(journal.HeadReader); ok {
-		meta, events, err = h.Head(ctx, runID, 1)
-	} else if events, _, err = j.Events(ctx, runID); err == nil {
-		meta, err = j.Meta(ctx, runID)
-	}
+	meta, events, err := journal.ReadHead(ctx, j, runID, 1)
 	if err != nil {
 		return journal.Event{}, journal.Meta{}, fmt.Errorf("read run %s: %w", runID, err)
 	}
