@@ -15,6 +15,7 @@ import (
 	"github.com/pyrula/caseworker/explain"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/host"
+	"github.com/pyrula/caseworker/internal/callkeys"
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/runevent"
 )
@@ -134,8 +135,8 @@ type engine struct {
 	p      Params
 	target host.TargetInfo
 	prefix []recCall
-	inputs map[callKey]json.RawMessage // recorded inputs of the prefix calls (recordedInput has every one)
-	index  map[callKey]int             // position in p.Bundle.Results
+	inputs callkeys.Map[json.RawMessage] // recorded inputs of the prefix calls (recordedInput has every one)
+	index  *recordIndex                  // finds a call's position in p.Bundle.Results
 	allow  map[string]bool
 	steps  map[string][]string // step name → registration ids
 	budget int
@@ -220,8 +221,7 @@ func newEngine(p Params) (*engine, map[string]json.RawMessage, error) {
 	}
 	e := &engine{
 		p: p, target: info,
-		inputs:   map[callKey]json.RawMessage{},
-		index:    make(map[callKey]int, len(p.Bundle.Results)),
+		index:    newRecordIndex(p.Bundle.Results),
 		allow:    map[string]bool{},
 		steps:    map[string][]string{},
 		consumed: make([]bool, len(p.Bundle.Results)),
@@ -240,9 +240,6 @@ func newEngine(p Params) (*engine, map[string]json.RawMessage, error) {
 	}
 	for _, s := range append(slices.Clone(m.Registration.Steps), info.Registration.Steps...) {
 		e.steps[s.Name] = append(e.steps[s.Name], s.ID)
-	}
-	for i, r := range p.Bundle.Results {
-		e.index[callKey{host.CallKind(r.Kind), r.Key}] = i
 	}
 	if err := checkRecordedRules(m.Registration); err != nil {
 		return nil, nil, err
@@ -279,7 +276,7 @@ func (e *engine) readPrefix() error {
 		}
 		if ev.Kind == string(runevent.CallStart) && ev.Call != nil {
 			e.prefix = append(e.prefix, recCall{ref: *ev.Call, input: ev.Input})
-			e.inputs[keyOf(*ev.Call)] = ev.Input
+			e.inputs.Set(string(ev.Call.Kind), ev.Call.Key, ev.Input)
 		}
 	}
 	return nil

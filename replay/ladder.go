@@ -98,13 +98,13 @@ type rung struct {
 // whose fingerprint matches (reused), or its recorded error. Otherwise it
 // notes in st what the recording had, and ok is false.
 func (e *engine) fromRecording(c host.Call, st *rung) (host.Resolution, bool) {
-	i, ok := e.index[st.key]
+	i, ok := e.index.find(st.key)
 	if !ok || e.consumed[i] {
 		return host.Resolution{}, false
 	}
 	st.rec = e.p.Bundle.Results[i]
 	e.consumed[i] = true
-	if !st.fromRun && e.sameFingerprint(c, st.rec.Fingerprint, e.recordedInput(st.key), false) {
+	if !st.fromRun && e.sameFingerprint(c, st.rec.Fingerprint, e.recordedInputAt(st.key, i), false) {
 		if st.rec.Error == nil {
 			return e.recorded(st.rec, ProvReused), true
 		}

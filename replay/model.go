@@ -78,13 +78,22 @@ func (e *engine) requestedModel() string {
 // recordedInput is the recorded input of call k: its call:start's in the
 // history, else the one its result keeps (a call after the fork), else nil.
 func (e *engine) recordedInput(k callKey) json.RawMessage {
-	if in, ok := e.inputs[k]; ok {
+	if in, ok := e.inputs.Get(string(k.kind), k.key); ok {
 		return in
 	}
-	if i, ok := e.index[k]; ok {
+	if i, ok := e.index.lookup(k); ok {
 		return e.p.Bundle.Results[i].Input
 	}
 	return nil
+}
+
+// recordedInputAt is recordedInput of call k, whose result is at position
+// i of the bundle's results.
+func (e *engine) recordedInputAt(k callKey, i int) json.RawMessage {
+	if in, ok := e.inputs.Get(string(k.kind), k.key); ok {
+		return in
+	}
+	return e.p.Bundle.Results[i].Input
 }
 
 // recordedSystem is the system prompt of the recording's first model call
@@ -92,12 +101,12 @@ func (e *engine) recordedInput(k callKey) json.RawMessage {
 func (e *engine) recordedSystem() (string, bool) {
 	first := -1
 	var input json.RawMessage
-	for k := range e.index {
-		if k.kind != host.KindModel {
+	for i, r := range e.p.Bundle.Results {
+		if r.Kind != string(host.KindModel) {
 			continue
 		}
-		n, err := strconv.Atoi(k.key)
-		if in := e.recordedInput(k); err == nil && in != nil && (first < 0 || n < first) {
+		n, err := strconv.Atoi(r.Key)
+		if in := e.recordedInputAt(callKey{host.KindModel, r.Key}, i); err == nil && in != nil && (first < 0 || n < first) {
 			first, input = n, in
 		}
 	}

@@ -91,10 +91,10 @@ func (e *engine) observeLocked(o host.Observation) (CallLine, bool, settle) {
 	}
 	line := CallLine{Type: "call", Seq: c.Seq, Kind: string(c.Kind), Key: c.Key, Effect: string(c.Effect),
 		Fingerprint: c.Fingerprint, Provenance: prov}
-	if d, ok := e.pending[c.ID()]; ok && prov == ProvChanged {
-		delete(e.pending, c.ID())
+	if d, ok := e.pendingChange(c, prov); ok {
 		k := keyOf(c.CallRef)
-		recorded := e.p.Bundle.Results[e.index[k]]
+		i, _ := e.index.lookup(k)
+		recorded := e.p.Bundle.Results[i]
 		e.addChange(d, explain.Call{ID: d.Call, Input: c.Input, RecordedInput: e.recordedInput(k),
 			Result: outcomeValue(o.Record), RecordedResult: outcomeValue(recorded)})
 		line.Change = d
@@ -104,6 +104,19 @@ func (e *engine) observeLocked(o host.Observation) (CallLine, bool, settle) {
 	}
 	e.calls = append(e.calls, line)
 	return line, true, st
+}
+
+// pendingChange takes what the ladder found changed in call c, when c
+// was resolved as changed (prov).
+func (e *engine) pendingChange(c host.Call, prov string) (*Divergence, bool) {
+	if prov != ProvChanged || len(e.pending) == 0 {
+		return nil, false
+	}
+	d, ok := e.pending[c.ID()]
+	if ok {
+		delete(e.pending, c.ID())
+	}
+	return d, ok
 }
 
 // appendLine writes line as a case:call event, holding appendMu; the line
@@ -281,9 +294,9 @@ func nullable(s string) json.RawMessage {
 // unconsumedLocked lists the recorded post-fork calls the run never made.
 func (e *engine) unconsumedLocked() []string {
 	var keys []string
-	for k, i := range e.index {
+	for i, r := range e.p.Bundle.Results {
 		if !e.consumed[i] {
-			keys = append(keys, string(k.kind)+":"+k.key)
+			keys = append(keys, r.Kind+":"+r.Key)
 		}
 	}
 	slices.Sort(keys)

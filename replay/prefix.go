@@ -24,7 +24,7 @@ func (e *engine) verifyPrefix(c host.Call) host.Resolution {
 		return e.stop(c, messages.PrefixDiverged, "prefix call %d %s: %s (recorded fingerprint %s, actual %s)%s",
 			c.Seq, d.Where(), d.What(), rec.ref.Fingerprint, d.ActualFingerprint, rulesText(d.RulesChanged))
 	}
-	i, ok := e.index[keyOf(c.CallRef)]
+	i, ok := e.index.find(keyOf(c.CallRef))
 	if !ok {
 		return e.stop(c, messages.PrefixDiverged, "prefix call %d %s has no recorded result", c.Seq, id)
 	}

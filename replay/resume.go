@@ -178,7 +178,7 @@ func (e *engine) resumeCall(c host.Call, prov string, res bundle.Result) {
 		e.spendLocked(c, res)
 	}
 	e.noteSelfSignal(c, res, live)
-	if i, ok := e.index[keyOf(c.CallRef)]; ok && (prov == ProvReused || (!e.p.FromStart && c.Seq < len(e.prefix))) {
+	if i, ok := e.index.find(keyOf(c.CallRef)); ok && (prov == ProvReused || (!e.p.FromStart && c.Seq < len(e.prefix))) {
 		e.consumed[i] = true
 	}
 	if !e.p.FromStart && c.Seq < len(e.prefix) {
@@ -204,7 +204,7 @@ func (e *engine) resumeCall(c host.Call, prov string, res bundle.Result) {
 		// itself, which the ladder also marks changed).
 		k := keyOf(c.CallRef)
 		_, fromRun := e.ownSignal(c)
-		if i, ok := e.index[k]; ok && !fromRun && !e.sameFingerprint(c, e.p.Bundle.Results[i].Fingerprint, e.recordedInput(k), false) {
+		if i, ok := e.index.lookup(k); ok && !fromRun && !e.sameFingerprint(c, e.p.Bundle.Results[i].Fingerprint, e.recordedInput(k), false) {
 			rec := e.p.Bundle.Results[i]
 			d := e.explainCall(c, rec.Fingerprint, e.recordedInput(k), false)
 			e.addChange(d, explain.Call{ID: d.Call, Input: c.Input, RecordedInput: e.recordedInput(k),

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/internal/callkeys"
 )
 
 // Log is the persistence the runtime needs: the journals of runs, each named
@@ -90,9 +91,9 @@ type Batch struct {
 // (and Events and EventsJSON panic) for a run holding an event a journal
 // would have refused at Append (Event.AppendJSON fails: no kind, a raw value
 // that is not valid JSON, …). As the Log contract allows, Append keeps the
-// raw values, Call and Extra of the events it is given: callers must not
-// change them afterwards. Load returns copies. It is safe for concurrent
-// use.
+// raw values, Call and Extra of the events and the raw values of the
+// results it is given: callers must not change them afterwards. Load returns
+// copies. It is safe for concurrent use.
 type MemLog struct {
 	mu   sync.Mutex
 	runs map[string]*memRun
@@ -101,12 +102,9 @@ type MemLog struct {
 type memRun struct {
 	events   chunked[memEvent]
 	results  chunked[bundle.Result]
-	keys     map[resultKey]bool
+	keys     callkeys.Map[struct{}] // the results' (kind, key)
 	finished bool
 }
-
-// resultKey is a result's (kind, key).
-type resultKey struct{ kind, key string }
 
 var _ Log = (*MemLog)(nil)
 
@@ -136,7 +134,7 @@ func (m *MemLog) Load(ctx context.Context, runID string) (Recorded, error) {
 		rec.Results = make([]bundle.Result, 0, r.results.n)
 	}
 	for res := range r.results.all() {
-		rec.Results = append(rec.Results, *res)
+		rec.Results = append(rec.Results, cloneResult(*res))
 	}
 	return rec, nil
 }
@@ -150,7 +148,7 @@ func (m *MemLog) Append(ctx context.Context, runID string, b Batch) (int64, erro
 	defer m.mu.Unlock()
 	r := m.runs[runID]
 	if r == nil {
-		r = &memRun{keys: make(map[resultKey]bool)}
+		r = &memRun{}
 	}
 	if r.finished {
 		return 0, fmt.Errorf("memlog: append %s: %w", runID, ErrFinished)
@@ -160,18 +158,15 @@ func (m *MemLog) Append(ctx context.Context, runID string, b Batch) (int64, erro
 	case 1:
 		// One map operation where a lookup and an insert were two: a call
 		// appends one result, and a long case run appends millions.
-		res, n := b.Results[0], len(r.keys)
-		if r.keys[resultKey{res.Kind, res.Key}] = true; len(r.keys) == n {
+		if res := b.Results[0]; !r.keys.Set(res.Kind, res.Key, struct{}{}) {
 			return 0, fmt.Errorf("memlog: append %s: %s:%s: %w", runID, res.Kind, res.Key, ErrResultExists)
 		}
 	default:
-		added := make(map[resultKey]bool, len(b.Results))
+		var added callkeys.Map[struct{}]
 		for _, res := range b.Results {
-			k := resultKey{res.Kind, res.Key}
-			if r.keys[k] || added[k] {
+			if r.keys.Has(res.Kind, res.Key) || !added.Set(res.Kind, res.Key, struct{}{}) {
 				return 0, fmt.Errorf("memlog: append %s: %s:%s: %w", runID, res.Kind, res.Key, ErrResultExists)
 			}
-			added[k] = true
 		}
 	}
 	r.store(b.Events)
@@ -180,9 +175,9 @@ func (m *MemLog) Append(ctx context.Context, runID string, b Batch) (int64, erro
 	}
 	for _, res := range b.Results {
 		if len(b.Results) > 1 {
-			r.keys[resultKey{res.Kind, res.Key}] = true
+			r.keys.Set(res.Kind, res.Key, struct{}{})
 		}
-		r.results.add(cloneResult(res))
+		r.results.add(res)
 	}
 	return int64(r.events.n), nil
 }
@@ -199,7 +194,7 @@ func (m *MemLog) Finish(ctx context.Context, runID string, terminal Event) (int6
 	defer m.mu.Unlock()
 	r := m.runs[runID]
 	if r == nil {
-		r = &memRun{keys: make(map[resultKey]bool)}
+		r = &memRun{}
 	}
 	if r.finished {
 		return 0, fmt.Errorf("memlog: finish %s: %w", runID, ErrFinished)
