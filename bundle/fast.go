@@ -278,6 +278,9 @@ func readCanonicalFast(src []byte, opts Options, sp *spill) (c *Canonical, ok bo
 	if err != nil {
 		return nil, false
 	}
+	if sp == nil && int64(len(src)) == c.size {
+		c.whole = src
+	}
 	// The blob is not made here: WriteBlob and Blob compress as they write.
 	return c, true
 }

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"runtime"
 	"testing"
+	"unsafe"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -218,5 +219,47 @@ func TestReadFastOverLimitAgrees(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestDecodeAliasesCanonicalInput: a canonical input read as it is
+// decodes without a copy (its raw values are slices of the input) to the
+// bundle the general path decodes from its own copy; a bundle read by the
+// general path, out of canonical order, still decodes from a copy.
+func TestDecodeAliasesCanonicalInput(t *testing.T) {
+	in := bundletest.Generate(64<<10, 5)
+	g, err := Read(bytes.NewReader(in), Options{general: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	canon := g.Bytes()
+	fast, err := Read(bytes.NewReader(canon), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := g.Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := fast.Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatal("the bundle decoded in place differs from the general path's")
+	}
+	within := func(raw []byte, buf []byte) bool {
+		if len(raw) == 0 || len(buf) == 0 {
+			return false
+		}
+		start, end := uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&buf[len(buf)-1]))
+		p := uintptr(unsafe.Pointer(&raw[0]))
+		return p >= start && p <= end
+	}
+	if len(got.Results) == 0 || !within(got.Results[0].Result, fast.buf) {
+		t.Fatal("a canonical input read in place was copied to decode")
+	}
+	if within(want.Results[0].Result, g.buf) {
+		t.Fatal("the general path's decode aliases its buffer")
 	}
 }

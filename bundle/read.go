@@ -40,6 +40,11 @@ type Canonical struct {
 
 	blob pieces // the zstd blob, when Read made it (Options.Compress)
 
+	// whole, when not nil, is the canonical bytes in one slice of the
+	// heap (an input read as it was, canonical already): Decode aliases
+	// it instead of copying.
+	whole []byte
+
 	// spill, when not nil, holds buf (Options.SpillDir): every segment
 	// read from it is counted, so that its pages are handed back as they
 	// are read.
@@ -166,9 +171,12 @@ func (c *Canonical) Bytes() []byte {
 // Decode returns the whole bundle in Go types (for show).
 func (c *Canonical) Decode() (*Bundle, error) {
 	var b Bundle
-	// One copy that the raw values alias, as json.Unmarshal's copies would
-	// not alias the Canonical's bytes.
-	buf := c.Bytes()
+	// The raw values alias the canonical bytes: c's own when they lie in
+	// one slice of the heap (never written to again), else one copy.
+	buf := c.whole
+	if buf == nil {
+		buf = c.Bytes()
+	}
 	if decodeTrusted(buf, &b, c.summary.HistoryCount, c.summary.ResultCount) == nil {
 		return &b, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
@@ -276,6 +277,47 @@ func TestSleepAdvancesNow(t *testing.T) {
 	}
 	if wake == "" || now < wake {
 		t.Fatalf("now %s before wake_at %s", now, wake)
+	}
+}
+
+// TestCallLinesCarryTheirCallsTime: each case:call line carries the time
+// of its call's call:done, on the case run's clock, which jumps over a
+// sleep (the calls after it, live and reused, are stamped after the wake).
+func TestCallLinesCarryTheirCallsTime(t *testing.T) {
+	rec := record(t, examples.Checkout, nil)
+	b := rec.bundleAt(rec.seqAfter(t, "step:quote:0"))
+	var keep []bundle.Result
+	for _, r := range b.Results {
+		if r.Kind != "sleep" && r.Kind != "now" {
+			keep = append(keep, r)
+		}
+	}
+	b.Results = keep
+	start := time.Now()
+	rep, log := runCase(t, b, replay.Options{Inputs: map[string]json.RawMessage{"delay_ms": json.RawMessage("3600000")},
+		AllowWrite: []string{"step:child:0"}})
+	if rep.Outcome.Status != host.StatusComplete {
+		t.Fatalf("%+v", rep.Outcome)
+	}
+	done := map[string]time.Time{}
+	lines, late := 0, 0
+	for _, ev := range log.Events("case") {
+		switch ev.Kind {
+		case runevent.CallDone:
+			done[ev.Call.ID()] = ev.At
+		case runevent.CaseCall:
+			at, ok := done[ev.Call.ID()]
+			if !ok || !ev.At.Equal(at) {
+				t.Fatalf("the line of %s at %s, its call:done at %s (%v)", ev.Call.ID(), ev.At, at, ok)
+			}
+			lines++
+			if at.Sub(start) > 50*time.Minute {
+				late++
+			}
+		}
+	}
+	if lines != len(rep.Calls) || late == 0 || late == lines {
+		t.Fatalf("%d lines for %d calls, %d of them after the hour's sleep", lines, len(rep.Calls), late)
 	}
 }
 

@@ -61,7 +61,7 @@ func (e *engine) Observe(ctx context.Context, o host.Observation) {
 	e.appendMu.Lock()
 	e.mu.Unlock()
 	defer e.appendMu.Unlock()
-	e.appendLine(ctx, line, o.Resolution.Action != host.ActLive)
+	e.appendLine(ctx, line, o.At, o.Resolution.Action != host.ActLive)
 }
 
 // observeLocked counts a resolved call and makes its call line; false for
@@ -119,13 +119,14 @@ func (e *engine) pendingChange(c host.Call, prov string) (*Divergence, bool) {
 	return d, ok
 }
 
-// appendLine writes line as a case:call event, holding appendMu; the line
-// of an answered call (deferrable) may be held by the Log and written with
+// appendLine writes line as a case:call event stamped at (the time of its
+// call's call:done, from the case run's clock; now when zero), holding
+// appendMu; the line of an answered call (deferrable) may be held by the Log and written with
 // the next batch, except the run's first line, written at once so that a
 // follower sees the run reach its first post-fork call. A failed append
 // does not stop the run (the call itself is journaled); Run returns the
 // first failure.
-func (e *engine) appendLine(ctx context.Context, line CallLine, deferrable bool) {
+func (e *engine) appendLine(ctx context.Context, line CallLine, at time.Time, deferrable bool) {
 	deferrable = deferrable && e.lineWritten
 	e.lineWritten = true
 	// e.event is reused (under appendMu): a Log does not keep a Batch's slice.
@@ -135,7 +136,10 @@ func (e *engine) appendLine(ctx context.Context, line CallLine, deferrable bool)
 		e.refs = make([]host.CallRef, 0, 64)
 	}
 	e.refs = e.refs[:len(e.refs)+1]
-	e.event[0] = callLineEvent(line, e.clock.Now().UTC(), &e.refs[len(e.refs)-1])
+	if at.IsZero() {
+		at = e.clock.Now()
+	}
+	e.event[0] = callLineEvent(line, at.UTC(), &e.refs[len(e.refs)-1])
 	if seq, err := e.p.Log.Append(e.lineContext(ctx, time.Now()), e.p.RunID, host.Batch{Target: e.p.Target, Events: e.event[:], Deferrable: deferrable}); err != nil && e.callLineErr == nil {
 		e.callLineErr = err
 	} else if err == nil {

@@ -46,6 +46,9 @@ type Observation struct {
 	// Record is the result record written, {key, kind, fingerprint,
 	// result|error}.
 	Record bundle.Result
+	// At is the time the call's call:done carries, read from the run's
+	// clock.
+	At time.Time
 }
 
 // Action is what a Resolution tells the runtime to do.

@@ -780,7 +780,7 @@ func (r *run) doneCallLocked(ctx context.Context, c Call, res Resolution, st cal
 		return err
 	}
 	if obs, ok := r.resolver.(Observer); ok {
-		obs.Observe(ctx, Observation{Call: c, Resolution: res, Record: record})
+		obs.Observe(ctx, Observation{Call: c, Resolution: res, Record: record, At: doneAt})
 	}
 	if cerr != nil {
 		return &CallError{Type: cerr.Type, Message: cerr.Message}
