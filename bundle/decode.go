@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unsafe"
 
 	"github.com/pyrula/caseworker/canonjson"
 )
@@ -124,8 +125,9 @@ func decodeString(v []byte, dst *string) error {
 // FuzzRead holds Decode to json.Unmarshal on what Read accepts. history
 // and results are the counts the Read found (0 when unknown): the slices
 // are made that size once instead of growing. The results' keys, kinds
-// and fingerprints (when they hold no escape) are substrings of one string
-// copy of the results' bytes instead of a string each.
+// and fingerprints (when they hold no escape) are substrings of src
+// itself instead of a string each: like the raw values, which alias src,
+// they require that nothing writes to src again.
 func decodeTrusted(src []byte, b *Bundle, history, results int) error {
 	const head = `{"history":[`
 	if !bytes.HasPrefix(src, []byte(head)) {
@@ -163,7 +165,7 @@ func decodeTrusted(src []byte, b *Bundle, history, results int) error {
 	}
 	i += len(res)
 	b.Results = make([]Result, 0, results)
-	text, base := string(src[i:]), i
+	text, base := unsafe.String(unsafe.SliceData(src[i:]), len(src)-i), i
 	// str returns the string v (at at), a substring of text when it has
 	// no escape. It returns the string, not writes through a pointer, so
 	// that the Result being read stays on the stack.

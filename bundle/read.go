@@ -168,7 +168,9 @@ func (c *Canonical) Bytes() []byte {
 	return buf.Bytes()
 }
 
-// Decode returns the whole bundle in Go types (for show).
+// Decode returns the whole bundle in Go types. Its raw values and most of
+// its strings share memory with c's bytes (or with one copy of them, made
+// once): callers must not write to the raw values.
 func (c *Canonical) Decode() (*Bundle, error) {
 	var b Bundle
 	// The raw values alias the canonical bytes: c's own when they lie in
