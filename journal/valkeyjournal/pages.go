@@ -117,7 +117,8 @@ func (p *pages) ResultIDs() []string { return p.ids }
 func (p *pages) Events(ctx context.Context, fn func([]journal.Event) error) error {
 	c, runID := p.j.c, p.meta.RunID
 	start, next := "-", int64(1)
-	evs := make([]journal.Event, 0, journal.PageSize)
+	// A page's events, sized for the run (most are shorter than a page).
+	evs := make([]journal.Event, 0, min(journal.PageSize, max(p.meta.LastSeq, 1)))
 	for next <= p.meta.LastSeq {
 		entries := p.first
 		if start != "-" {
