@@ -7,8 +7,9 @@
 //
 // core imports bundle and bundle/volatile (types and the volatile-field
 // rules), canonjson, runevent (the event type it shares with the journal),
-// messages (reason codes) and its sibling flow/internal/resultjson, and
-// nothing else of the project; outside it, only the OpenTelemetry trace
+// messages (reason codes), its sibling flow/internal/resultjson and
+// internal/callkeys (MemLog's index of results), and nothing else of the
+// project; outside it, only the OpenTelemetry trace
 // API, through which a call made under a recording span (a traced run)
 // gets a span of its own (trace.go). It must not import journal, replay,
 // worker, cli or store: the journal adapts itself to Log, and the replay
