@@ -250,20 +250,7 @@ func TestReplayOnlyInputChangedAndUnconsumed(t *testing.T) {
 }
 
 func TestSleepAdvancesNow(t *testing.T) {
-	rec := record(t, examples.Checkout, nil)
-	b := rec.bundleAt(rec.seqAfter(t, "step:quote:0"))
-	var keep []bundle.Result
-	for _, r := range b.Results {
-		if r.Kind != "sleep" && r.Kind != "now" {
-			keep = append(keep, r)
-		}
-	}
-	b.Results = keep
-	rep, log := runCase(t, b, replay.Options{Inputs: map[string]json.RawMessage{"delay_ms": json.RawMessage("3600000")}, Values: true,
-		AllowWrite: []string{"step:child:0"}})
-	if rep.Outcome.Status != host.StatusComplete {
-		t.Fatalf("%+v", rep.Outcome)
-	}
+	_, log := sleepingCase(t)
 	var wake, now string
 	for _, ev := range log.Events("case") {
 		if ev.Kind == runevent.CallStart && ev.Call.Kind == host.KindSleep {
@@ -280,10 +267,12 @@ func TestSleepAdvancesNow(t *testing.T) {
 	}
 }
 
-// TestCallLinesCarryTheirCallsTime: each case:call line carries the time
-// of its call's call:done, on the case run's clock, which jumps over a
-// sleep (the calls after it, live and reused, are stamped after the wake).
-func TestCallLinesCarryTheirCallsTime(t *testing.T) {
+// sleepingCase runs the checkout recorded, forked after its quote, with
+// an hour's durable sleep whose recorded result (and now's) it lacks: the
+// sleep runs live on the case run's clock, which jumps over it. The run
+// must complete.
+func sleepingCase(t *testing.T) (replay.Report, *host.MemLog) {
+	t.Helper()
 	rec := record(t, examples.Checkout, nil)
 	b := rec.bundleAt(rec.seqAfter(t, "step:quote:0"))
 	var keep []bundle.Result
@@ -293,12 +282,20 @@ func TestCallLinesCarryTheirCallsTime(t *testing.T) {
 		}
 	}
 	b.Results = keep
-	start := time.Now()
-	rep, log := runCase(t, b, replay.Options{Inputs: map[string]json.RawMessage{"delay_ms": json.RawMessage("3600000")},
+	rep, log := runCase(t, b, replay.Options{Inputs: map[string]json.RawMessage{"delay_ms": json.RawMessage("3600000")}, Values: true,
 		AllowWrite: []string{"step:child:0"}})
 	if rep.Outcome.Status != host.StatusComplete {
 		t.Fatalf("%+v", rep.Outcome)
 	}
+	return rep, log
+}
+
+// TestCallLinesCarryTheirCallsTime: each case:call line carries the time
+// of its call's call:done, on the case run's clock, which jumps over a
+// sleep (the calls after it, live and reused, are stamped after the wake).
+func TestCallLinesCarryTheirCallsTime(t *testing.T) {
+	start := time.Now()
+	rep, log := sleepingCase(t)
 	done := map[string]time.Time{}
 	lines, late := 0, 0
 	for _, ev := range log.Events("case") {
