@@ -44,4 +44,3 @@ func (m *Map[V]) Set(kind, key string, v V) (added bool) {
 	keys[key] = v
 	return len(keys) != n
 }
-
