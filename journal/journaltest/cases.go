@@ -349,37 +349,38 @@ func testTail(t *testing.T, h *Harness) {
 	if !ok {
 		t.Skip("this journal does not read tails")
 	}
-	id, l := f.create(t, "w", 0)
-	f.appendOK(t, l, journal.Batch{Events: []journal.Event{callStart(0), callDone(0), callStart(1), callDone(1)}, Results: []bundle.Result{result(0), result(1)}})
-	all, _ := f.events(t, id)
+	id, all := f.twoCalls(t)
 	for _, n := range []int{0, 1, 2, len(all), len(all) + 3} {
 		got, err := tr.Tail(f.ctx, id, n)
 		if err != nil {
 			t.Fatalf("Tail(%d): %v", n, err)
 		}
-		want := all[max(len(all)-n, 0):]
-		if len(got) != len(want) {
-			t.Fatalf("Tail(%d) gave %d events, want %d", n, len(got), len(want))
-		}
-		for i := range want {
-			if eventJSON(t, got[i]) != eventJSON(t, want[i]) {
-				t.Errorf("Tail(%d)[%d] = %s, want %s", n, i, eventJSON(t, got[i]), eventJSON(t, want[i]))
-			}
-		}
+		sameEvents(t, fmt.Sprintf("Tail(%d)", n), got, all[max(len(all)-n, 0):])
 	}
 	_, err := tr.Tail(f.ctx, newID("missing"), 2)
 	wantErr(t, "Tail of an unknown run", err, journal.ErrRunNotFound)
 }
 
+// twoCalls creates a run leased by "w" with two answered calls and returns
+// its id and events: the run the Tail and Head cases read.
+func (f *fixture) twoCalls(t *testing.T) (string, []journal.Event) {
+	t.Helper()
+	id, l := f.create(t, "w", 0)
+	f.appendOK(t, l, journal.Batch{Events: []journal.Event{callStart(0), callDone(0), callStart(1), callDone(1)}, Results: []bundle.Result{result(0), result(1)}})
+	all, _ := f.events(t, id)
+	return id, all
+}
+
+// testHead: a journal that reads a run's first events (journal.HeadReader)
+// gives its meta and the start of Events, for n under, at and over the
+// run's length; an unknown run is ErrRunNotFound.
 func testHead(t *testing.T, h *Harness) {
 	f := setup(t, h)
 	hr, ok := f.j.(journal.HeadReader)
 	if !ok {
 		t.Skip("this journal does not read heads")
 	}
-	id, l := f.create(t, "w", 0)
-	f.appendOK(t, l, journal.Batch{Events: []journal.Event{callStart(0), callDone(0), callStart(1), callDone(1)}, Results: []bundle.Result{result(0), result(1)}})
-	all, _ := f.events(t, id)
+	id, all := f.twoCalls(t)
 	for _, n := range []int{0, 1, 2, len(all), len(all) + 3} {
 		meta, got, err := hr.Head(f.ctx, id, n)
 		if err != nil {
@@ -388,15 +389,7 @@ func testHead(t *testing.T, h *Harness) {
 		if meta.RunID != id || meta.LastSeq != int64(len(all)) || meta.LeaseOwner != "w" {
 			t.Errorf("Head(%d) meta = %+v, want run %s, last_seq %d, owner w", n, meta, id, len(all))
 		}
-		want := all[:min(n, len(all))]
-		if len(got) != len(want) {
-			t.Fatalf("Head(%d) gave %d events, want %d", n, len(got), len(want))
-		}
-		for i := range want {
-			if eventJSON(t, got[i]) != eventJSON(t, want[i]) {
-				t.Errorf("Head(%d)[%d] = %s, want %s", n, i, eventJSON(t, got[i]), eventJSON(t, want[i]))
-			}
-		}
+		sameEvents(t, fmt.Sprintf("Head(%d)", n), got, all[:min(n, len(all))])
 	}
 	_, _, err := hr.Head(f.ctx, newID("missing"), 1)
 	wantErr(t, "Head of an unknown run", err, journal.ErrRunNotFound)
@@ -1184,14 +1177,14 @@ func testExpired(t *testing.T, h *Harness) {
 func sameEvents(t *testing.T, what string, got, want []journal.Event) {
 	t.Helper()
 	if len(got) != len(want) {
-		t.Fatalf("%s: %d archived events, want %d", what, len(got), len(want))
+		t.Fatalf("%s: %d events, want %d", what, len(got), len(want))
 	}
 	for i := range got {
 		if g, w := eventJSON(t, got[i]), eventJSON(t, want[i]); g != w {
-			t.Errorf("%s: archived event %d =\n%s\nwant\n%s", what, i+1, g, w)
+			t.Errorf("%s: event %d =\n%s\nwant\n%s", what, i+1, g, w)
 		}
 		if !reflect.DeepEqual(got[i], want[i]) {
-			t.Errorf("%s: archived event %d differs as a value", what, i+1)
+			t.Errorf("%s: event %d differs as a value", what, i+1)
 		}
 	}
 }
