@@ -35,6 +35,29 @@ var (
 	ErrInvalidURL = errors.New("invalid fixture store URL")
 )
 
+// NotFoundError is the error memstore and filestore return for a bundle
+// they do not hold: it wraps ErrNotFound and reads as the other wrapped
+// errors do ("memstore: stat 9f2c…: bundle not found"). It is one small
+// value, formatted only when printed, because a worker looks up many
+// bundles that are not stored (every delete_case_bundle of one already
+// gone) and prints none of those errors.
+type NotFoundError struct {
+	// Backend names the store's package ("memstore", "filestore").
+	Backend string
+	// Op is the operation that looked ("open", "stat").
+	Op string
+	// Hash is the bundle looked for.
+	Hash bundle.Hash
+}
+
+// Error returns "<backend>: <op> <short hash>: bundle not found".
+func (e *NotFoundError) Error() string {
+	return e.Backend + ": " + e.Op + " " + e.Hash.Short() + ": " + ErrNotFound.Error()
+}
+
+// Unwrap returns ErrNotFound.
+func (e *NotFoundError) Unwrap() error { return ErrNotFound }
+
 // Info describes one stored bundle.
 type Info struct {
 	Hash bundle.Hash

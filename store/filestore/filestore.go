@@ -126,6 +126,15 @@ func translate(err error) error {
 	return err
 }
 
+// fail returns the error of op on hash for the file system's err: a
+// *store.NotFoundError for a missing file, else err wrapped.
+func fail(op string, hash bundle.Hash, err error) error {
+	if err = translate(err); err == store.ErrNotFound {
+		return &store.NotFoundError{Backend: "filestore", Op: op, Hash: hash}
+	}
+	return wrap(op, hash, err)
+}
+
 func wrap(op string, hash bundle.Hash, err error) error {
 	return fmt.Errorf("filestore: %s %s: %w", op, hash.Short(), err)
 }
@@ -308,7 +317,7 @@ func (s *Store) Open(ctx context.Context, hash bundle.Hash) (io.ReadCloser, erro
 	}
 	f, err := os.Open(s.pathOf(hash))
 	if err != nil {
-		return nil, wrap("open", hash, translate(err))
+		return nil, fail("open", hash, err)
 	}
 	return f, nil
 }
@@ -320,7 +329,7 @@ func (s *Store) Stat(ctx context.Context, hash bundle.Hash) (store.Info, error) 
 	}
 	fi, err := os.Stat(s.pathOf(hash))
 	if err != nil {
-		return store.Info{}, wrap("stat", hash, translate(err))
+		return store.Info{}, fail("stat", hash, err)
 	}
 	return info(hash, fi), nil
 }

@@ -149,7 +149,7 @@ func (s *Store) get(ctx context.Context, op string, hash bundle.Hash) (entry, er
 	defer s.mu.Unlock()
 	e, ok := s.entries[hash]
 	if !ok {
-		return entry{}, fmt.Errorf("memstore: %s %s: %w", op, hash.Short(), store.ErrNotFound)
+		return entry{}, &store.NotFoundError{Backend: "memstore", Op: op, Hash: hash}
 	}
 	return e, nil
 }

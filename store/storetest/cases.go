@@ -78,18 +78,31 @@ func (f fixture) stat(t *testing.T, hash bundle.Hash) store.Info {
 	return info
 }
 
+// wantNamed checks that a not-found error says which operation looked for
+// which bundle: its text holds op and the hash's short form.
+func wantNamed(t *testing.T, err error, op string, hash bundle.Hash) {
+	t.Helper()
+	if msg := err.Error(); !strings.Contains(msg, op+" ") || !strings.Contains(msg, hash.Short()) {
+		t.Errorf("%s %s: %q does not name the operation and the bundle", op, hash.Short(), msg)
+	}
+}
+
 // wantAbsent checks that hash is not stored: Stat and Open say ErrNotFound,
 // Get says bundle_missing.
 func (f fixture) wantAbsent(t *testing.T, hash bundle.Hash) {
 	t.Helper()
 	if _, err := f.s.Stat(f.ctx, hash); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Stat %s: got %v, want ErrNotFound", hash.Short(), err)
+	} else {
+		wantNamed(t, err, "stat", hash)
 	}
 	if rc, err := f.s.Open(f.ctx, hash); !errors.Is(err, store.ErrNotFound) {
 		if err == nil {
 			rc.Close()
 		}
 		t.Errorf("Open %s: got %v, want ErrNotFound", hash.Short(), err)
+	} else {
+		wantNamed(t, err, "open", hash)
 	}
 	_, err := f.get(hash)
 	wantCode(t, err, messages.BundleMissing)
