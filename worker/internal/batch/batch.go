@@ -32,8 +32,8 @@ const maxYields = 8
 // reply after record) is unchanged. XACKs of one stream and group queued
 // together become one XACK of all their ids.
 //
-// Create it with New; a caller that finds fewer than MaxInFlight batches
-// in flight leads: it sends its command and the queue, hands out the
+// Create it with New; a caller that finds no batch in flight, or one and
+// at least secondBatchQueue commands queued, leads: it sends its command and the queue, hands out the
 // results and, if more queued meanwhile, passes the lead to the first of
 // those callers.
 type Batcher struct {
@@ -45,11 +45,18 @@ type Batcher struct {
 	leaders int // callers sending a batch (at most MaxInFlight)
 }
 
-// MaxInFlight caps the batches in flight. With two, Valkey runs one batch
-// while the worker handles the results of the other, where with one each
-// waited for the other (about a tenth more messages a second in the
-// worker's throughput benchmark); a third added nothing measurable.
+// MaxInFlight caps the batches in flight. With two, under load, Valkey
+// runs one batch while the worker handles the results of the other, where
+// with one each waited for the other; a third added nothing measurable in
+// the worker's throughput benchmark.
 const MaxInFlight = 2
+
+// secondBatchQueue is how many commands must be queued, besides its own,
+// for a caller to send a batch while another is in flight: under load the
+// queue fills and two batches overlap; at a lighter load a command waits
+// for the batch in flight, as one would by itself, and the next batch
+// carries it with the others.
+const secondBatchQueue = 8
 
 // batchCall is one queued command and, once sent, its result.
 type batchCall struct {
@@ -128,7 +135,7 @@ func (b *Batcher) Ack(ctx context.Context, stream, group, id string) error {
 
 func (b *Batcher) run(ctx context.Context, call *batchCall) {
 	b.mu.Lock()
-	if b.leaders == MaxInFlight {
+	if b.leaders == MaxInFlight || b.leaders > 0 && len(b.queue) < secondBatchQueue {
 		b.queue = append(b.queue, call)
 		b.mu.Unlock()
 		<-call.done
