@@ -33,9 +33,9 @@ const maxYields = 8
 // together become one XACK of all their ids.
 //
 // Create it with New; a caller that finds no batch in flight, or one and
-// at least secondBatchQueue commands queued, leads: it sends its command and the queue, hands out the
-// results and, if more queued meanwhile, passes the lead to the first of
-// those callers.
+// at least secondBatchQueue commands queued, leads: it sends its command
+// and the queue, hands out the results and, if more queued meanwhile,
+// passes the lead to the first of those callers.
 type Batcher struct {
 	client  valkey.Client
 	timeout time.Duration
