@@ -23,18 +23,17 @@ const maxBatch = 256
 const maxYields = 8
 
 // Batcher sends the per-message commands of concurrent handlers (record
-// reads and writes, replies, acks) to Valkey in batches: DoMultis, at most
-// MaxInFlight at a time, each carrying every command queued while the
-// others were in flight (group commit, no added wait). A lone command goes
-// out at once; under load a round trip and its system calls serve many
-// messages instead of one. Each caller still waits for its own result
-// before its next command, so the order of one message's steps (ack after
-// reply after record) is unchanged. XACKs of one stream and group queued
-// together become one XACK of all their ids.
+// reads and writes, replies, acks) to Valkey in batches: one DoMulti at a
+// time, carrying every command queued while the previous one was in flight
+// (group commit, no added wait). A lone command goes out at once; under
+// load a round trip and its system calls serve many messages instead of
+// one. Each caller still waits for its own result before its next command,
+// so the order of one message's steps (ack after reply after record) is
+// unchanged. XACKs of one stream and group queued together become one
+// XACK of all their ids.
 //
-// Create it with New; a caller that finds no batch in flight, or one and
-// at least secondBatchQueue commands queued, leads: it sends its command
-// and the queue, hands out the results and, if more queued meanwhile,
+// Create it with New; the caller that finds no batch in flight leads:
+// it sends the queue, hands out the results and, if more queued meanwhile,
 // passes the lead to the first of those callers.
 type Batcher struct {
 	client  valkey.Client
@@ -42,21 +41,8 @@ type Batcher struct {
 
 	mu      sync.Mutex
 	queue   []*batchCall
-	leaders int // callers sending a batch (at most MaxInFlight)
+	leading bool
 }
-
-// MaxInFlight caps the batches in flight. With two, under load, Valkey
-// runs one batch while the worker handles the results of the other, where
-// with one each waited for the other; a third added nothing measurable in
-// the worker's throughput benchmark.
-const MaxInFlight = 2
-
-// secondBatchQueue is how many commands must be queued, besides its own,
-// for a caller to send a batch while another is in flight: under load the
-// queue fills and two batches overlap; at a lighter load a command waits
-// for the batch in flight, as one would by itself, and the next batch
-// carries it with the others.
-const secondBatchQueue = 8
 
 // batchCall is one queued command and, once sent, its result.
 type batchCall struct {
@@ -135,55 +121,56 @@ func (b *Batcher) Ack(ctx context.Context, stream, group, id string) error {
 
 func (b *Batcher) run(ctx context.Context, call *batchCall) {
 	b.mu.Lock()
-	if b.leaders == MaxInFlight || b.leaders > 0 && len(b.queue) < secondBatchQueue {
-		b.queue = append(b.queue, call)
+	b.queue = append(b.queue, call)
+	if b.leading {
 		b.mu.Unlock()
 		<-call.done
 		if !call.lead {
 			return
 		}
-		// The lead passed to this caller; the leader that passed it took
-		// the call out of the queue, so that no other leader sends it.
-		b.mu.Lock()
-		call.lead = false
-	} else {
-		b.leaders++
+		b.mu.Lock() // leading passed to this caller, whose command is queued
 	}
-	// Let the handlers that the last batch just woke queue their next
-	// command first (batches grow from about 6 to about 9 commands),
-	// yielding again while they keep coming (a lone command still goes
-	// out after one yield).
-	for queued, i := len(b.queue), 0; i < maxYields; i++ {
-		b.mu.Unlock()
-		runtime.Gosched()
-		b.mu.Lock()
-		if len(b.queue) == queued {
-			break // nobody queued meanwhile
+	b.leading = true
+	for {
+		// Let the handlers that the last batch just woke queue their next
+		// command first (batches grow from about 6 to about 9 commands),
+		// yielding again while they keep coming (a lone command still
+		// goes out after one yield).
+		for queued, i := len(b.queue), 0; i < maxYields; i++ {
+			b.mu.Unlock()
+			runtime.Gosched()
+			b.mu.Lock()
+			if len(b.queue) == queued {
+				break // nobody queued meanwhile
+			}
+			queued = len(b.queue)
 		}
-		queued = len(b.queue)
+		n := min(len(b.queue), maxBatch)
+		batch := b.queue[:n:n]
+		b.queue = b.queue[n:]
+		b.mu.Unlock()
+		b.send(ctx, batch)
+		mine := false
+		for _, bc := range batch {
+			if bc == call {
+				mine = true
+			} else {
+				bc.done <- struct{}{}
+			}
+		}
+		b.mu.Lock()
+		if mine {
+			if len(b.queue) == 0 {
+				b.leading = false
+			} else {
+				next := b.queue[0]
+				next.lead = true
+				next.done <- struct{}{}
+			}
+			b.mu.Unlock()
+			return
+		}
 	}
-	// The leader's own command is never in the queue: it goes first in
-	// the leader's batch, with as many queued ones as fit.
-	n := min(len(b.queue), maxBatch-1)
-	batch := make([]*batchCall, 0, n+1)
-	batch = append(append(batch, call), b.queue[:n]...)
-	b.queue = b.queue[n:]
-	b.mu.Unlock()
-	b.send(ctx, batch)
-	for _, bc := range batch[1:] {
-		bc.done <- struct{}{}
-	}
-	b.mu.Lock()
-	if len(b.queue) == 0 {
-		b.leaders--
-	} else {
-		// The next queued caller leads in this one's place.
-		next := b.queue[0]
-		b.queue = b.queue[1:]
-		next.lead = true
-		next.done <- struct{}{}
-	}
-	b.mu.Unlock()
 }
 
 // send sends one batch as one DoMulti and sets each call's result.
