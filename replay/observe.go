@@ -95,7 +95,7 @@ func (e *engine) observeLocked(o host.Observation) (CallLine, bool, settle) {
 		k := keyOf(c.CallRef)
 		i, _ := e.index.lookup(k)
 		recorded := e.p.Bundle.Results[i]
-		e.addChange(d, explain.Call{ID: d.Call, Input: c.Input, RecordedInput: e.recordedInput(k),
+		e.addChange(d, explain.Call{ID: d.Call, Input: c.Input, RecordedInput: e.recordedInputAt(k, i),
 			Result: outcomeValue(o.Record), RecordedResult: outcomeValue(recorded)})
 		line.Change = d
 	}
@@ -121,9 +121,10 @@ func (e *engine) pendingChange(c host.Call, prov string) (*Divergence, bool) {
 
 // appendLine writes line as a case:call event stamped at (the time of its
 // call's call:done, from the case run's clock; now when zero), holding
-// appendMu; the line of an answered call (deferrable) may be held by the Log and written with
-// the next batch, except the run's first line, written at once so that a
-// follower sees the run reach its first post-fork call. A failed append
+// appendMu; the line of an answered call (deferrable) may be held by the
+// Log and written with the next batch, except the run's first line,
+// written at once so that a follower sees the run reach its first post-fork
+// call. A failed append
 // does not stop the run (the call itself is journaled); Run returns the
 // first failure.
 func (e *engine) appendLine(ctx context.Context, line CallLine, at time.Time, deferrable bool) {
