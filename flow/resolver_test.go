@@ -215,3 +215,106 @@ func TestModelOverridesAndAnswers(t *testing.T) {
 		t.Errorf("%+v", out)
 	}
 }
+
+// batchLog is a MemLog that notes each append's event kinds and whether
+// it was deferrable.
+type batchLog struct {
+	*host.MemLog
+	mu      sync.Mutex
+	batches []string
+}
+
+func (l *batchLog) Append(ctx context.Context, runID string, b host.Batch) (int64, error) {
+	var kinds []string
+	for _, ev := range b.Events {
+		kinds = append(kinds, string(ev.Kind))
+	}
+	l.mu.Lock()
+	l.batches = append(l.batches, strings.Join(kinds, " ")+map[bool]string{true: " (deferrable)"}[b.Deferrable])
+	l.mu.Unlock()
+	return l.MemLog.Append(ctx, runID, b)
+}
+
+// annotator answers step:quote:* and runs the rest live; it annotates
+// every call with a case:call event, the first one urgent, and observes
+// that the event is journaled by the time it is told of the call.
+type annotator struct {
+	log      *batchLog
+	n        int
+	observed []string
+}
+
+func (a *annotator) Resolve(_ context.Context, c host.Call) (host.Resolution, error) {
+	if strings.HasPrefix(c.ID(), "step:quote:") {
+		return host.Answer(json.RawMessage(`1`), "simulated"), nil
+	}
+	return host.Live(), nil
+}
+
+func (a *annotator) Annotate(_ context.Context, o host.Observation) (host.Event, bool, bool) {
+	a.n++
+	ref := o.Call.CallRef
+	return host.Event{Kind: runevent.CaseCall, At: o.At, Call: &ref, Provenance: "annotated", CallSeq: int64(o.Call.Seq)}, a.n == 1, true
+}
+
+func (a *annotator) Observe(_ context.Context, o host.Observation) {
+	evs := a.log.Events(o.Call.RunID)
+	last := evs[len(evs)-1]
+	a.observed = append(a.observed, o.Call.ID()+" after "+string(last.Kind)+" of "+last.Call.ID())
+}
+
+// An Annotator's event goes in the call's call:done append, after
+// call:done; urgent makes an answered call's batch be written at once; the
+// Observer is told once the event is journaled.
+func TestAnnotatorEventInTheCallsAppend(t *testing.T) {
+	t.Parallel()
+	var log *batchLog
+	a := &annotator{}
+	e := setup(t, withResolver(a), func(e *env, c *host.Config) {
+		log = &batchLog{MemLog: e.log}
+		a.log = log
+		c.Log = log
+	})
+	mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, int]{
+		CodeVersion: "test/v1", Name: "annotated",
+		Steps: []flow.Decl{flow.DeclareStep("quote", flow.Read), flow.DeclareStep("fetch", flow.Read)},
+		Run: func(ctx context.Context, _ none) (int, error) {
+			sum := 0
+			for i := range 2 {
+				q, err := flow.Step(ctx, "quote", i, func(context.Context, int) (int, error) { return 0, nil })
+				if err != nil {
+					return 0, err
+				}
+				f, err := flow.Step(ctx, "fetch", i, func(_ context.Context, i int) (int, error) { return 10 * i, nil })
+				if err != nil {
+					return 0, err
+				}
+				sum += q + f
+			}
+			return sum, nil
+		},
+	}))
+	out, err := e.rt.Run(context.Background(), host.RunParams{RunID: "r", Target: "annotated"})
+	if err != nil || out.Status != host.StatusComplete {
+		t.Fatalf("Run: %+v %v", out, err)
+	}
+	want := []string{
+		"run:start",
+		"call:start call:done case:call", // quote:0 answered, urgent
+		"call:start",                     // fetch:0 live
+		"call:done case:call",            //
+		"call:start call:done case:call (deferrable)", // quote:1 answered
+		"call:start",
+		"call:done case:call",
+	}
+	if !slices.Equal(log.batches, want) {
+		t.Errorf("appends:\n%q\nwant\n%q", log.batches, want)
+	}
+	wantObs := []string{
+		"step:quote:0 after case:call of step:quote:0", "step:fetch:0 after case:call of step:fetch:0",
+		"step:quote:1 after case:call of step:quote:1", "step:fetch:1 after case:call of step:fetch:1",
+	}
+	if !slices.Equal(a.observed, wantObs) {
+		t.Errorf("observed:\n%q\nwant\n%q", a.observed, wantObs)
+	}
+}

@@ -40,11 +40,9 @@ func (l *caseLog) Finish(ctx context.Context, runID string, ev host.Event) (int6
 	}
 	e.mu.Lock()
 	ev, o, writeOutcome := e.terminalLocked(ev)
-	// The appends go outside mu, after any case:call line in flight.
-	e.appendMu.Lock()
 	e.mu.Unlock()
+	// The appends go outside mu; the run makes no call any more.
 	seq, err := l.appendTerminal(ctx, runID, ev, o, writeOutcome)
-	e.appendMu.Unlock()
 	if err != nil {
 		return 0, err
 	}
@@ -92,8 +90,7 @@ func (e *engine) terminalLocked(ev host.Event) (host.Event, Outcome, bool) {
 }
 
 // appendTerminal writes the case run's case:outcome (when writeOutcome)
-// and its terminal event, holding appendMu; it returns the terminal
-// event's run_seq.
+// and its terminal event; it returns the terminal event's run_seq.
 func (l *caseLog) appendTerminal(ctx context.Context, runID string, ev host.Event, o Outcome, writeOutcome bool) (int64, error) {
 	e := l.e
 	if writeOutcome {

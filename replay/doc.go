@@ -18,8 +18,9 @@
 // a *CaseError with its reason code) and get the same lines; the worker
 // writes the outcome of a case run that never started as a Refusal. The
 // engine also writes the lines into the new run's journal as case:call and
-// case:outcome events, stamped by the case run's clock and appended outside
-// the engine's lock (in the order of the lines).
+// case:outcome events, stamped by the case run's clock: a call's case:call
+// in the same append as its call:done (the engine is the runtime's
+// host.Annotator), case:outcome before the terminal event.
 //
 // The files follow the engine's parts: engine.go (Run and the engine's
 // state), prefix.go (prefix verification and what a divergence says),

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/bundle/volatile"
@@ -146,13 +145,8 @@ type engine struct {
 	hasRules bool
 	compiled map[string]*volatile.Rules
 
-	mu sync.Mutex
-	// appendMu orders the engine's own journal appends (case:call,
-	// case:outcome), which are made without holding mu; it guards event,
-	// line and callLineErr. Taken while holding mu, never the other way.
-	appendMu     sync.Mutex
-	event        [1]host.Event  // the batch of a case:call append
-	refs         []host.CallRef // the chunk the case:call events' refs come from (under appendMu)
+	mu           sync.Mutex
+	refs         []host.CallRef // the chunk the case:call events' refs come from
 	consumed     []bool         // by position in p.Bundle.Results
 	prefixDone   int
 	started      int // calls the ladder let run live against the budget
@@ -170,8 +164,7 @@ type engine struct {
 	divergence   *Divergence
 	reason       string
 	outcome      *Outcome
-	callLineErr  error                  // the first case:call append that failed
-	lineWritten  bool                   // a case:call line was appended (the first one is never held)
+	lineWritten  bool                   // a case:call line was made (the first one is never held)
 	usedSupply   map[string]bool        // supplied entries that answered a call, as in UnusedSupply
 	tracker      explain.Tracker        // the roles of changed calls
 	pending      map[string]*Divergence // what changed in a call resolved as changed, until it is observed
@@ -180,7 +173,6 @@ type engine struct {
 	// model is the model id of the run's model calls (host.RunParams.Model):
 	// Options.Model, else the recorded one (runModel).
 	model string
-	line  lineCtx // the context of case:call appends
 	// clock is the case run's clock, which stamps its case:* events.
 	clock *JumpClock
 }
@@ -318,13 +310,6 @@ func (e *engine) run(ctx context.Context, inputs map[string]json.RawMessage) (ho
 // writes now, stamped by the case run's clock and appended outside the
 // engine's lock.
 func (e *engine) finish(ctx context.Context, out host.Outcome) (Report, error) {
-	e.appendMu.Lock()
-	e.stopLineContext()
-	lineErr := e.callLineErr
-	e.appendMu.Unlock()
-	if lineErr != nil {
-		return Report{}, fmt.Errorf("replay: run %s: write case:call: %w", e.p.RunID, lineErr)
-	}
 	e.mu.Lock()
 	if e.outcome == nil && e.priorOutcome != nil && out.Status != host.StatusSuspended {
 		// The run had finished before this engine started (a run delivered
@@ -414,8 +399,5 @@ func sameJSON(a, b json.RawMessage) bool {
 	d := DiffInputs(a, b)
 	return d != nil && len(d.Paths()) == 0
 }
-
-// callLineTimeout bounds the append of one case:call line.
-const callLineTimeout = 10 * time.Second
 
 var _ host.Clock = (*JumpClock)(nil)

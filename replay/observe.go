@@ -31,45 +31,51 @@ func fmtUSD(v float64) string {
 	return string(raw)
 }
 
-// Observe implements host.Observer: it counts spend and writes the call
-// line of each new post-fork call; a live model call traced (ctx holds the
-// call's span) gets its cost on its span. The line is appended outside the
-// engine's lock, in the order of the lines, stamped by the case run's
-// clock.
-func (e *engine) Observe(ctx context.Context, o host.Observation) {
+// Annotate implements host.Annotator: it counts a resolved post-fork call
+// and makes its call line, which the runtime journals as a case:call event
+// in the call's own append, stamped at the call's call:done. The run's
+// first line is urgent (written at once, not held with later answered
+// calls), so that a follower sees the run reach its first post-fork call.
+// A call of the verified prefix gets no line.
+func (e *engine) Annotate(_ context.Context, o host.Observation) (host.Event, bool, bool) {
 	e.mu.Lock()
-	if o.Resolution.Action == host.ActLive && o.Call.Kind == host.KindModel {
-		// A traced call (ctx holds its span) is told its cost.
+	defer e.mu.Unlock()
+	line, ok := e.lineLocked(o)
+	if !ok {
+		return host.Event{}, false, false
+	}
+	// The event outlives the append (a Log may keep its call): its ref
+	// comes from a chunk of 64, one allocation for many lines.
+	if len(e.refs) == cap(e.refs) {
+		e.refs = make([]host.CallRef, 0, 64)
+	}
+	e.refs = e.refs[:len(e.refs)+1]
+	at := o.At
+	if at.IsZero() {
+		at = e.clock.Now()
+	}
+	urgent := !e.lineWritten
+	e.lineWritten = true
+	return callLineEvent(line, at.UTC(), &e.refs[len(e.refs)-1]), urgent, true
+}
+
+// Observe implements host.Observer: once a call is journaled it counts a
+// live call's spend (a traced model call, whose span ctx holds, gets its
+// cost on its span), settles its share of a shared budget and notes a
+// signal the run sent itself.
+func (e *engine) Observe(ctx context.Context, o host.Observation) {
+	c := o.Call
+	live := o.Resolution.Action == host.ActLive
+	e.mu.Lock()
+	if live && c.Kind == host.KindModel {
 		if span := trace.SpanFromContext(ctx); span.IsRecording() {
-			if usd, ok := e.costOf(o.Call, o.Record); ok {
+			if usd, ok := e.costOf(c, o.Record); ok {
 				span.SetAttributes(attribute.Float64("pyrula.cost_usd", usd))
 			}
 		}
 	}
-	line, ok, st := e.observeLocked(o)
-	if st.ok {
-		// Settled once the locks are let go (deferred first, so run
-		// last): a round trip to the shared budget.
-		defer e.p.Shared.Settle(ctx, st.id, st.actual)
-	}
-	if !ok {
-		e.mu.Unlock()
-		return
-	}
-	// appendMu before mu is let go: lines reach the journal in the order
-	// they were made.
-	e.appendMu.Lock()
-	e.mu.Unlock()
-	defer e.appendMu.Unlock()
-	e.appendLine(ctx, line, o.At, o.Resolution.Action != host.ActLive)
-}
-
-// observeLocked counts a resolved call and makes its call line; false for
-// a call of the verified prefix, which gets none.
-func (e *engine) observeLocked(o host.Observation) (CallLine, bool, settle) {
-	c := o.Call
 	var st settle
-	if o.Resolution.Action == host.ActLive {
+	if live {
 		spent, known := 0.0, true
 		if c.Kind == host.KindModel {
 			delete(e.reserved, c.ID())
@@ -77,9 +83,20 @@ func (e *engine) observeLocked(o host.Observation) (CallLine, bool, settle) {
 		}
 		st = e.settleLocked(c, spent, known)
 	}
-	e.noteSelfSignal(c, o.Record, o.Resolution.Action == host.ActLive)
+	e.noteSelfSignal(c, o.Record, live)
+	e.mu.Unlock()
+	if st.ok {
+		// A round trip to the shared budget, outside the engine's lock.
+		e.p.Shared.Settle(ctx, st.id, st.actual)
+	}
+}
+
+// lineLocked counts a resolved call and makes its call line; false for a
+// call of the verified prefix, which gets none.
+func (e *engine) lineLocked(o host.Observation) (CallLine, bool) {
+	c := o.Call
 	if !e.p.FromStart && c.Seq < len(e.prefix) {
-		return CallLine{}, false, st
+		return CallLine{}, false
 	}
 	prov := o.Resolution.Provenance
 	e.counts[prov]++
@@ -103,7 +120,7 @@ func (e *engine) observeLocked(o host.Observation) (CallLine, bool, settle) {
 		line.Result, line.Error = o.Record.Result, o.Record.Error
 	}
 	e.calls = append(e.calls, line)
-	return line, true, st
+	return line, true
 }
 
 // pendingChange takes what the ladder found changed in call c, when c
@@ -117,64 +134,6 @@ func (e *engine) pendingChange(c host.Call, prov string) (*Divergence, bool) {
 		delete(e.pending, c.ID())
 	}
 	return d, ok
-}
-
-// appendLine writes line as a case:call event stamped at (the time of its
-// call's call:done, from the case run's clock; now when zero), holding
-// appendMu; the line of an answered call (deferrable) may be held by the
-// Log and written with the next batch, except the run's first line,
-// written at once so that a follower sees the run reach its first post-fork
-// call. A failed append
-// does not stop the run (the call itself is journaled); Run returns the
-// first failure.
-func (e *engine) appendLine(ctx context.Context, line CallLine, at time.Time, deferrable bool) {
-	deferrable = deferrable && e.lineWritten
-	e.lineWritten = true
-	// e.event is reused (under appendMu): a Log does not keep a Batch's slice.
-	// The event may outlive the append (a deferrable batch): its call's
-	// ref comes from a chunk of 64, one allocation for many lines.
-	if len(e.refs) == cap(e.refs) {
-		e.refs = make([]host.CallRef, 0, 64)
-	}
-	e.refs = e.refs[:len(e.refs)+1]
-	if at.IsZero() {
-		at = e.clock.Now()
-	}
-	e.event[0] = callLineEvent(line, at.UTC(), &e.refs[len(e.refs)-1])
-	if seq, err := e.p.Log.Append(e.lineContext(ctx, time.Now()), e.p.RunID, host.Batch{Target: e.p.Target, Events: e.event[:], Deferrable: deferrable}); err != nil && e.callLineErr == nil {
-		e.callLineErr = err
-	} else if err == nil {
-		e.noteSeq(seq)
-	}
-	e.event[0] = host.Event{}
-}
-
-// lineContext returns the context of a case:call append made at now: ctx
-// without its cancellation, with a deadline between callLineTimeout/2 and
-// callLineTimeout away. Consecutive lines under the same ctx share one
-// (a timer per line cost more than the line); Run releases the last.
-func (e *engine) lineContext(ctx context.Context, now time.Time) context.Context {
-	if e.line.ctx == nil || e.line.parent != ctx || e.line.deadline.Sub(now) < callLineTimeout/2 {
-		e.stopLineContext()
-		e.line.parent, e.line.deadline = ctx, now.Add(callLineTimeout)
-		e.line.ctx, e.line.cancel = context.WithDeadline(context.WithoutCancel(ctx), e.line.deadline)
-	}
-	return e.line.ctx
-}
-
-// stopLineContext releases the context lineContext made last.
-func (e *engine) stopLineContext() {
-	if e.line.cancel != nil {
-		e.line.cancel()
-	}
-	e.line = lineCtx{}
-}
-
-// lineCtx is the context case:call appends share.
-type lineCtx struct {
-	parent, ctx context.Context
-	cancel      context.CancelFunc
-	deadline    time.Time
 }
 
 // spendLocked adds a live model call's price to the cost and returns it;

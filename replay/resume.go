@@ -34,8 +34,10 @@ type resumed struct {
 // counts here what those calls were: the prefix calls verified, the
 // recorded results consumed, and for each post-fork call its line (from
 // the provenance on its call:done), the live calls and their spend, and
-// the signals the run sent itself. Call lines the journal lacks (a crash
-// between a call:done and its case:call) are written now, in order.
+// the signals the run sent itself. Call lines the journal lacks are
+// written now, in order: a call's line goes in its call:done's append, but
+// a journal written when lines had an append of their own can hold a
+// call:done whose line a crash cut off.
 func (e *engine) resume(ctx context.Context) (resumed, error) {
 	var r resumed
 	rec, err := e.p.Log.Load(ctx, e.p.RunID)
@@ -102,6 +104,7 @@ func (e *engine) resume(ctx context.Context) (resumed, error) {
 		}
 	}
 	// Call lines lost in a crash between a call:done and its case:call.
+	e.lineWritten = r.callLines > 0
 	for _, line := range e.calls[min(r.callLines, len(e.calls)):] {
 		ev := callLineEvent(line, e.clock.Now().UTC(), new(host.CallRef))
 		r.loaded = nil

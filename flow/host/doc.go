@@ -2,7 +2,8 @@
 // Runtime (NewRuntime, Config, RunParams, Outcome and its Status), the
 // run's journal it writes to (Log, Batch, Recorded; MemLog in memory), the
 // seam that decides how each call is resolved (Resolver, Resolution:
-// Answer, AnswerError, Live, StopWith; Call, CallKind, CallRef; Observer),
+// Answer, AnswerError, Live, StopWith; Call, CallKind, CallRef; Observer,
+// Annotator),
 // the live answers from outside (Signals, Interrupts, Streams; MemInbox),
 // the run's Clock, the events a run writes (Event), call fingerprints and
 // volatile fields (Fingerprint, FingerprintRules, VolatileOf,

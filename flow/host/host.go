@@ -247,8 +247,13 @@ type Observation = core.Observation
 
 // Observer may be implemented by a Resolver to see every call it resolved
 // once the call's call:done and result are in the journal: a case-run engine
-// counts live calls and spend here, and writes its case:call lines.
+// counts live calls and spend here.
 type Observer = core.Observer
+
+// Annotator may be implemented by a Resolver to journal an event of its own
+// in the same append as each call's call:done: a case-run engine's
+// case:call line.
+type Annotator = core.Annotator
 
 // Outcome is how a run ended.
 type Outcome = core.Outcome

@@ -106,7 +106,7 @@ func Step[I, O any](ctx context.Context, name string, input I, fn func(ctx conte
 			name, o.volatile, r.t.info.Name, rules.Spec().Fields)
 	}
 	token := r.t.stepToken(name) // also the call counter's name
-	s := callSpec{kind: KindStep, counter: token, prefix: name + ":", name: name,
+	s := callSpec{kind: KindStep, counter: token, prefix: name, name: name,
 		effect: effect, input: input, token: token, rules: rules}
 	err = r.call(ctx, s, func(ctx context.Context, _ Call, _ time.Time) (any, error) {
 		return fn(ctx, input)
@@ -176,7 +176,7 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	if err != nil {
 		return err
 	}
-	s := callSpec{kind: KindSleep, counter: "sleep", effect: Pure, input: sleepInput{Seconds: d.Seconds()}, wait: d}
+	s := callSpec{kind: KindSleep, counter: "sleep", bare: true, effect: Pure, input: sleepInput{Seconds: d.Seconds()}, wait: d}
 	return r.call(ctx, s, func(ctx context.Context, _ Call, wakeAt time.Time) (any, error) {
 		if wakeAt.IsZero() {
 			return nil, nil
@@ -193,7 +193,7 @@ func Now(ctx context.Context) (time.Time, error) {
 		return time.Time{}, err
 	}
 	var s string
-	spec := callSpec{kind: KindNow, counter: "now", effect: Pure, input: struct{}{}}
+	spec := callSpec{kind: KindNow, counter: "now", bare: true, effect: Pure, input: struct{}{}}
 	err = r.call(ctx, spec, func(context.Context, Call, time.Time) (any, error) {
 		return r.now().Format(time.RFC3339Nano), nil
 	}, decodeInto(&s))
@@ -211,7 +211,7 @@ func Random(ctx context.Context) (float64, error) {
 		return 0, err
 	}
 	var f float64
-	spec := callSpec{kind: KindRandom, counter: "random", effect: Pure, input: struct{}{}}
+	spec := callSpec{kind: KindRandom, counter: "random", bare: true, effect: Pure, input: struct{}{}}
 	err = r.call(ctx, spec, func(context.Context, Call, time.Time) (any, error) {
 		return r.rt.cfg.Random(), nil
 	}, decodeInto(&f))
@@ -251,7 +251,7 @@ func ReceiveSignal[T any](ctx context.Context, name string, timeout time.Duratio
 		in.TimeoutSeconds = &secs
 	}
 	var res signalResult
-	s := callSpec{kind: KindSignal, counter: "signal:" + name, prefix: name + ":", name: name,
+	s := callSpec{kind: KindSignal, counter: "signal:" + name, prefix: name, name: name,
 		effect: Read, input: in, wait: max(timeout, 0)}
 	err = r.call(ctx, s, func(ctx context.Context, c Call, wakeAt time.Time) (any, error) {
 		p, timedOut, err := r.receive(ctx, name, keyIndex(c.Key), wakeAt)
@@ -329,7 +329,7 @@ func SendSignal(ctx context.Context, p SignalParams) error {
 	if err := r.t.checkDeclared(stepSigSend, p.Name); err != nil {
 		return r.stopf(messages.RuntimeError, "%v", err)
 	}
-	s := callSpec{kind: KindStep, counter: "step:" + stepSigSend, prefix: stepSigSend + ":", name: p.Name,
+	s := callSpec{kind: KindStep, counter: "step:" + stepSigSend, prefix: stepSigSend, name: p.Name,
 		effect: Write, input: p, tokenIsKey: true}
 	return r.call(ctx, s, func(ctx context.Context, _ Call, _ time.Time) (any, error) {
 		return nil, r.rt.cfg.Signals.Send(ctx, p)
@@ -355,7 +355,7 @@ func Interrupt(ctx context.Context, name string, request any) (InterruptAnswer, 
 	if err != nil {
 		return out, err
 	}
-	s := callSpec{kind: KindInterrupt, counter: "interrupt:" + name, prefix: name + ":", name: name,
+	s := callSpec{kind: KindInterrupt, counter: "interrupt:" + name, prefix: name, name: name,
 		effect: Read, input: request}
 	err = r.call(ctx, s, func(ctx context.Context, c Call, _ time.Time) (any, error) {
 		a, ok, err := r.rt.cfg.Interrupts.Answer(ctx, r.id, c.Key)
@@ -382,7 +382,7 @@ func ReadStream[I, O any](ctx context.Context, name string, input I) (O, error) 
 	if err != nil {
 		return out, err
 	}
-	s := callSpec{kind: KindStream, counter: "stream:" + name, prefix: name + ":", name: name,
+	s := callSpec{kind: KindStream, counter: "stream:" + name, prefix: name, name: name,
 		effect: Read, input: input}
 	err = r.call(ctx, s, func(ctx context.Context, c Call, _ time.Time) (any, error) {
 		return r.rt.cfg.Streams.Read(ctx, StreamRead{RunID: r.id, Name: name, N: keyIndex(c.Key), Input: c.Input})
@@ -415,7 +415,7 @@ func Child[O any](ctx context.Context, p ChildParams) (O, error) {
 	if err := r.t.checkDeclared(stepChild, p.Target); err != nil {
 		return out, r.stopf(messages.RuntimeError, "%v", err)
 	}
-	s := callSpec{kind: KindStep, counter: "step:" + stepChild, prefix: stepChild + ":", name: p.Target,
+	s := callSpec{kind: KindStep, counter: "step:" + stepChild, prefix: stepChild, name: p.Target,
 		effect: Write, input: p, tokenIsKey: true}
 	err = r.call(ctx, s, func(ctx context.Context, c Call, _ time.Time) (any, error) {
 		return r.runChild(ctx, p, r.id+"/"+c.Key)
@@ -559,7 +559,7 @@ func Model(ctx context.Context, req ModelRequest) (ModelResponse, error) {
 			}
 		}
 	}
-	s := callSpec{kind: KindModel, counter: "model", effect: Read, input: req, rules: r.t.promptRules}
+	s := callSpec{kind: KindModel, counter: "model", bare: true, effect: Read, input: req, rules: r.t.promptRules}
 	err = r.call(ctx, s, func(ctx context.Context, _ Call, _ time.Time) (any, error) {
 		if r.models == nil {
 			return nil, Stopf(messages.RuntimeError, "%s has no model client", r.t.info.Name)

@@ -32,9 +32,23 @@ func (f ResolverFunc) Resolve(ctx context.Context, c Call) (Resolution, error) {
 
 // Observer may be implemented by a Resolver to see every call it resolved
 // once the call's call:done and result are in the journal: a case-run engine
-// counts live calls and spend here, and writes its case:call lines.
+// counts live calls and spend here.
 type Observer interface {
 	Observe(ctx context.Context, o Observation)
+}
+
+// Annotator may be implemented by a Resolver to journal an event of its own
+// with each call it resolved, in the same append as the call's call:done
+// and result record, so that the journal never holds the one without the
+// other: a case-run engine's case:call line.
+type Annotator interface {
+	// Annotate is called under the run's lock right before the call's
+	// call:done is appended, with the Observation an Observer gets once
+	// the append succeeded. When ok, ev is appended after call:done in the
+	// same batch; urgent makes that batch be written at once even for an
+	// answered call (Batch.Deferrable false). The Log may keep what ev
+	// points to (its Call, raw values and Extra).
+	Annotate(ctx context.Context, o Observation) (ev Event, urgent, ok bool)
 }
 
 // Observation is a call that was resolved and journaled.

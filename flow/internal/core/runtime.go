@@ -218,7 +218,7 @@ type run struct {
 	counters    map[string]int
 	seen        map[string]bool
 	lastSeq     int64
-	events      [2]Event         // the batch of a call's append (no allocation per call)
+	events      [3]Event         // the batch of a call's append (no allocation per call)
 	refs        []CallRef        // the chunk newRefLocked takes the calls' refs from
 	records     [1]bundle.Result // see events
 	stop        *StopError       // the run stopped with a reason code
@@ -427,10 +427,12 @@ func outcomeOf(runID string, ev Event) Outcome {
 type callSpec struct {
 	kind CallKind
 	// key is a fixed key (a tool-use id, gather:<id>); when empty the key is
-	// prefix + the count of earlier calls with the same counter.
+	// "<prefix>:<n>" (just "<n>" when bare), n the count of earlier calls
+	// with the same counter.
 	key     string
 	counter string
 	prefix  string
+	bare    bool
 	name    string
 	effect  Effect
 	input   any
@@ -578,7 +580,11 @@ func (r *run) newCallLocked(s callSpec, canon json.RawMessage, fp string, ferr e
 		n := r.counters[s.counter]
 		r.counters[s.counter] = n + 1
 		var b [48]byte // one allocation for the key, not two
-		key = string(strconv.AppendInt(append(b[:0], s.prefix...), int64(n), 10))
+		buf := b[:0]
+		if !s.bare {
+			buf = append(append(buf, s.prefix...), ':')
+		}
+		key = string(strconv.AppendInt(buf, int64(n), 10))
 	}
 	c := Call{
 		CallRef: CallRef{Kind: s.kind, Key: key, Fingerprint: fp, Effect: s.effect},
@@ -745,8 +751,9 @@ func (r *run) runLiveLocked(ctx context.Context, c Call, live liveFunc, wakeAt t
 }
 
 // doneCallLocked writes call:done and the result record (after call:start
-// for an answered call) in one append, tells the resolver (an Observer)
-// and hands the result to decode. A live call that finished as the run's
+// for an answered call, before the resolver's own event when it is an
+// Annotator) in one append, tells the resolver (an Observer) and hands the
+// result to decode. A live call that finished as the run's
 // context ended is still recorded.
 func (r *run) doneCallLocked(ctx context.Context, c Call, res Resolution, st callStart, result json.RawMessage, cerr *CallError, decode func(json.RawMessage) error) error {
 	record := bundle.Result{Key: c.Key, Kind: string(c.Kind), Fingerprint: c.Fingerprint}
@@ -763,7 +770,9 @@ func (r *run) doneCallLocked(ctx context.Context, c Call, res Resolution, st cal
 	if res.Action == ActLive || doneAt.IsZero() {
 		doneAt = r.now()
 	}
-	r.events[st.nEvents] = Event{Kind: runevent.CallDone, At: doneAt, Call: st.ref, Provenance: res.Provenance}
+	n := st.nEvents
+	r.events[n] = Event{Kind: runevent.CallDone, At: doneAt, Call: st.ref, Provenance: res.Provenance}
+	n++
 	r.records[0] = record
 	wctx := ctx
 	if res.Action == ActLive {
@@ -771,16 +780,25 @@ func (r *run) doneCallLocked(ctx context.Context, c Call, res Resolution, st cal
 		wctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), r.rt.cfg.FinishTimeout)
 		defer cancel()
 	} else if ctx.Err() != nil {
-		r.events[0], r.events[1], r.records[0] = Event{}, Event{}, bundle.Result{}
+		r.events, r.records[0] = [len(r.events)]Event{}, bundle.Result{}
 		return r.abandonLocked(ctx)
 	}
-	err := r.appendLocked(ctx, wctx, Batch{Events: r.events[:st.nEvents+1], Results: r.records[:1], Deferrable: res.Action != ActLive})
-	r.events[0], r.events[1], r.records[0] = Event{}, Event{}, bundle.Result{}
+	o := Observation{Call: c, Resolution: res, Record: record, At: doneAt}
+	deferrable := res.Action != ActLive
+	if an, ok := r.resolver.(Annotator); ok {
+		if ev, urgent, ok := an.Annotate(ctx, o); ok {
+			r.events[n] = ev
+			n++
+			deferrable = deferrable && !urgent
+		}
+	}
+	err := r.appendLocked(ctx, wctx, Batch{Events: r.events[:n], Results: r.records[:1], Deferrable: deferrable})
+	r.events, r.records[0] = [len(r.events)]Event{}, bundle.Result{}
 	if err != nil {
 		return err
 	}
 	if obs, ok := r.resolver.(Observer); ok {
-		obs.Observe(ctx, Observation{Call: c, Resolution: res, Record: record, At: doneAt})
+		obs.Observe(ctx, o)
 	}
 	if cerr != nil {
 		return &CallError{Type: cerr.Type, Message: cerr.Message}
