@@ -233,3 +233,88 @@ func decodeTrusted(src []byte, b *Bundle, history, results int) error {
 	}
 	return nil
 }
+
+// decodeHead decodes the history and the manifest of c, whose results Read
+// decoded (Options.Decode), as decodeTrusted does: the history's events
+// alias c's bytes.
+func decodeHead(c *Canonical, b *Bundle) error {
+	events, man := c.head[1], c.head[3]
+	b.History = make([]json.RawMessage, 0, c.summary.HistoryCount)
+	for i := 0; i < len(events); {
+		if len(b.History) > 0 {
+			i++ // ','
+		}
+		j := skipValue(events, i)
+		if j < 0 {
+			return errUnexpected
+		}
+		b.History = append(b.History, json.RawMessage(events[i:j:j]))
+		i = j
+	}
+	if err := json.Unmarshal(man, &b.Manifest); err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	return nil
+}
+
+// resultDecoder decodes a result's members as Read's fast path checks
+// them (Options.Decode), as decodeTrusted would: the raw values and the
+// strings without escapes alias the bytes read. ok turns false on a member
+// decodeTrusted would not take, and the results are then dropped.
+type resultDecoder struct {
+	results []Result
+	r       Result
+	ok      bool
+}
+
+// member decodes one member of the result being read.
+func (d *resultDecoder) member(name, v []byte) {
+	if !d.ok {
+		return
+	}
+	v = v[:len(v):len(v)]
+	var err error
+	switch string(name) {
+	case "key":
+		d.r.Key, err = aliasString(v)
+	case "kind":
+		d.r.Kind, err = aliasString(v)
+	case "fingerprint":
+		d.r.Fingerprint, err = aliasString(v)
+	case "input":
+		d.r.Input = json.RawMessage(v)
+	case "start_seq":
+		err = decodeStartSeq(v, &d.r.StartSeq)
+	case "result":
+		d.r.Result = json.RawMessage(v)
+	case "error":
+		d.r.Error = json.RawMessage(v)
+	default:
+		err = errUnexpected
+	}
+	d.ok = err == nil
+}
+
+// end adds the result read, size bytes long, with rest bytes of the
+// bundle after it: the first result sizes the slice for as many more of
+// its size as rest holds.
+func (d *resultDecoder) end(size, rest int) {
+	if d.ok {
+		if d.results == nil {
+			d.results = make([]Result, 0, 1+rest/(size+1))
+		}
+		d.results = append(d.results, d.r)
+	}
+	d.r = Result{}
+}
+
+// aliasString decodes the canonical JSON string v, as a string sharing
+// v's memory when it has no escape.
+func aliasString(v []byte) (string, error) {
+	if len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 {
+		return unsafe.String(&v[1], len(v)-2), nil
+	}
+	var s string
+	err := decodeString(v, &s)
+	return s, err
+}

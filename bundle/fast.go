@@ -249,6 +249,9 @@ func readCanonicalFast(src []byte, opts Options, sp *spill) (c *Canonical, ok bo
 	}
 	r := newFastReader(src, maxCanonical)
 	r.spill = sp
+	if opts.Decode && sp == nil {
+		r.decoded = &resultDecoder{ok: true}
+	}
 	if len(src) >= hashAsideFrom {
 		// Accepted, src is the canonical bytes as they are: hash them on a
 		// second core while they are checked (finish takes the result).
@@ -280,6 +283,12 @@ func readCanonicalFast(src []byte, opts Options, sp *spill) (c *Canonical, ok bo
 	}
 	if sp == nil && int64(len(src)) == c.size {
 		c.whole = src
+		if d := r.decoded; d != nil && d.ok {
+			if d.results == nil {
+				d.results = []Result{}
+			}
+			c.decoded.Store(&d.results)
+		}
 	}
 	// The blob is not made here: WriteBlob and Blob compress as they write.
 	return c, true
@@ -360,6 +369,13 @@ func (r *reader) scanFast(progress *int) bool {
 	r.resultsSorted = true
 	rv := resultVisitor{kinds: &r.kinds, keys: &r.keys}
 	rvisit := rv.member
+	if d := r.decoded; d != nil {
+		// Decoded as they are checked (Options.Decode).
+		rvisit = func(name, value []byte) error {
+			d.member(name, value)
+			return rv.member(name, value)
+		}
+	}
 	for i := 0; s.Peek() != ']'; i++ {
 		if (i > 0 && !s.Skip(",")) || s.Peek() != '{' {
 			return false
@@ -371,6 +387,9 @@ func (r *reader) scanFast(progress *int) bool {
 		}
 		if r.addResult(start, s.Pos(), &rv.f) != nil || !r.resultsSorted {
 			return false
+		}
+		if r.decoded != nil {
+			r.decoded.end(s.Pos()-start, len(r.buf)-s.Pos())
 		}
 		done()
 	}

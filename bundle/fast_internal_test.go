@@ -263,3 +263,58 @@ func TestDecodeAliasesCanonicalInput(t *testing.T) {
 		t.Fatal("the general path's decode aliases its buffer")
 	}
 }
+
+// TestReadDecodes: with Options.Decode the fast path decodes the results
+// as it checks them, and Decode takes them (once) to give what the general
+// path decodes; a result with a member Decode does not expect, or a
+// spilled bundle, is decoded from the bytes instead, to the same bundle.
+func TestReadDecodes(t *testing.T) {
+	g, err := Read(bytes.NewReader(bundletest.Generate(64<<10, 5)), Options{general: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	canon := g.Bytes()
+	want, err := g.Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	odd := bytes.Replace(canon, []byte(`{"fingerprint":`), []byte(`{"extra":1,"fingerprint":`), 1)
+	wantOdd, err := Read(bytes.NewReader(odd), Options{general: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOddB, err := wantOdd.Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		in      []byte
+		opts    Options
+		decoded bool
+		want    *Bundle
+	}{
+		{"canonical", canon, Options{Decode: true}, true, want},
+		{"compressed", zstdOf(canon), Options{Decode: true}, true, want},
+		{"without Decode", canon, Options{}, false, want},
+		{"an unexpected member", odd, Options{Decode: true}, false, wantOddB},
+		{"spilled", canon, Options{Decode: true, SpillDir: t.TempDir(), spillAt: 1}, false, want},
+	} {
+		c, err := Read(bytes.NewReader(tc.in), tc.opts)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := c.decoded.Load() != nil; got != tc.decoded {
+			t.Fatalf("%s: results decoded as read: %v, want %v", tc.name, got, tc.decoded)
+		}
+		for i := range 2 {
+			got, err := c.Decode()
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("%s: Decode %d: %v, or the bundle differs from the general path's", tc.name, i, err)
+			}
+		}
+		if c.decoded.Load() != nil {
+			t.Fatalf("%s: Decode left the decoded results behind", tc.name)
+		}
+	}
+}

@@ -56,6 +56,14 @@ func FuzzRead(f *testing.F) {
 		} else if err == nil && !reflect.DeepEqual(*fast, ref) {
 			t.Fatalf("Decode differs from encoding/json:\n%+v\n%+v", *fast, ref)
 		}
+		// Decoded as it is read (Options.Decode), the same.
+		dc, err := bundle.Read(bytes.NewReader(in), bundle.Options{MaxCanonicalSize: 1 << 20, MaxInputSize: 4 << 20, Decode: true})
+		if err != nil {
+			t.Fatalf("Read with Decode: %v", err)
+		}
+		if decoded, err := dc.Decode(); (err == nil) != (fast != nil) || err == nil && !reflect.DeepEqual(decoded, fast) {
+			t.Fatalf("Decode of a Read with Decode: %v, or it differs from Decode", err)
+		}
 		// Canonical bytes are a fixed point.
 		again, err := bundle.Read(bytes.NewReader(canon), bundle.Options{})
 		if err != nil {

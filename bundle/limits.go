@@ -32,6 +32,12 @@ type Options struct {
 	// it cannot be made or reserved, on a tmpfs, or off Linux, the bytes
 	// stay in memory.
 	SpillDir string
+	// Decode makes Read also decode the results as it checks them, when
+	// the input is canonical as it is and kept in memory: Canonical.Decode
+	// then takes them instead of reading the bytes a second time. Case
+	// runs set it; what only stores, copies or summarises a bundle need not
+	// (the decoded results take memory until Decode takes them).
+	Decode bool
 
 	// general skips the fast path for canonical input (Encode's input is
 	// seldom canonical, and the fast path would hold a second copy of it).

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -44,6 +45,9 @@ type Canonical struct {
 	// heap (an input read as it was, canonical already): Decode aliases
 	// it instead of copying.
 	whole []byte
+	// decoded, when set, is the results decoded as Read checked them
+	// (Options.Decode), aliasing whole; the first Decode takes them.
+	decoded atomic.Pointer[[]Result]
 
 	// spill, when not nil, holds buf (Options.SpillDir): every segment
 	// read from it is counted, so that its pages are handed back as they
@@ -173,6 +177,11 @@ func (c *Canonical) Bytes() []byte {
 // once): callers must not write to the raw values.
 func (c *Canonical) Decode() (*Bundle, error) {
 	var b Bundle
+	if results := c.decoded.Swap(nil); results != nil && decodeHead(c, &b) == nil {
+		b.Results = *results
+		return &b, nil
+	}
+	b = Bundle{}
 	// The raw values alias the canonical bytes: c's own when they lie in
 	// one slice of the heap (never written to again), else one copy.
 	buf := c.whole
@@ -464,6 +473,9 @@ type reader struct {
 	spill    *spill
 	// compress is Options.Compress.
 	compress bool
+	// decoded, when set, decodes the results as the fast path checks
+	// them (Options.Decode).
+	decoded *resultDecoder
 }
 
 // canonicalTop is the order of top-level keys in canonical bytes, with what

@@ -248,7 +248,7 @@ func (a *app) loadCases(ctx context.Context, verb string, args []string) ([]*bun
 			if h == "" {
 				continue
 			}
-			cb, err := store.Load(ctx, s, h)
+			cb, err := store.LoadWith(ctx, s, h, bundle.Options{Decode: true})
 			if err != nil {
 				return fmt.Errorf("%s: %w", verb, err)
 			}

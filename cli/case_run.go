@@ -274,13 +274,14 @@ func (a *app) loadCase(ctx context.Context, verb, arg string) (*bundle.Canonical
 	}
 	var cb *bundle.Canonical
 	err = a.withStore(ctx, func(s store.Store) error {
-		cb, err = store.Load(ctx, s, h)
+		cb, err = store.LoadWith(ctx, s, h, bundle.Options{Decode: true})
 		return err
 	})
 	return cb, err
 }
 
-// readBundleFile reads and verifies the bundle file path; verb ("case
+// readBundleFile reads and verifies the bundle file path, decoding its
+// results as it reads them (its callers decode it); verb ("case
 // run") starts its errors.
 func readBundleFile(verb, path string) (*bundle.Canonical, error) {
 	file, err := os.Open(path)
@@ -288,7 +289,7 @@ func readBundleFile(verb, path string) (*bundle.Canonical, error) {
 		return nil, fmt.Errorf("%s: %w", verb, err)
 	}
 	defer file.Close()
-	cb, err := bundle.Read(file, bundle.Options{})
+	cb, err := bundle.Read(file, bundle.Options{Decode: true})
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", verb, path, err)
 	}

@@ -98,7 +98,7 @@ bundle_corrupt.`,
 }
 
 func (a *app) show(ctx context.Context, s store.Store, h bundle.Hash, values bool) error {
-	c, err := store.Load(ctx, s, h)
+	c, err := store.LoadWith(ctx, s, h, bundle.Options{Decode: true})
 	if err != nil {
 		return fmt.Errorf("show: %w", err)
 	}

@@ -461,7 +461,7 @@ func (a *app) testCase(ctx context.Context, c suiteCase, s store.Store, j journa
 			},
 		})
 	default:
-		cb, err = store.Load(ctx, s, c.hash)
+		cb, err = store.LoadWith(ctx, s, c.hash, bundle.Options{Decode: true})
 	}
 	if err != nil {
 		return fail(err)

@@ -56,11 +56,17 @@ func Get(ctx context.Context, s Store, hash bundle.Hash) (io.ReadCloser, error) 
 // caused, so damaged bytes are always reported as bundle_corrupt. Every
 // error is wrapped with the hash.
 func Load(ctx context.Context, s Store, hash bundle.Hash) (*bundle.Canonical, error) {
+	return LoadWith(ctx, s, hash, bundle.Options{})
+}
+
+// LoadWith is Load reading with opts: bundle.Options.Decode for a bundle
+// about to be decoded (a case run, a diff).
+func LoadWith(ctx context.Context, s Store, hash bundle.Hash, opts bundle.Options) (*bundle.Canonical, error) {
 	rc, err := Get(ctx, s, hash)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", hash, err)
 	}
-	c, readErr := bundle.Read(rc, bundle.Options{})
+	c, readErr := bundle.Read(rc, opts)
 	// Verification ends at the end of the stream: read it to the end even
 	// when Read stopped early, and let its verdict win.
 	_, drainErr := io.Copy(io.Discard, rc)

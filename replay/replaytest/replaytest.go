@@ -151,7 +151,7 @@ func ReplayFile(ctx context.Context, reg *flow.Registry, path string, n int) err
 	if err != nil {
 		return err
 	}
-	cb, err := bundle.Read(f, bundle.Options{})
+	cb, err := bundle.Read(f, bundle.Options{Decode: true})
 	f.Close()
 	if err != nil {
 		return err

@@ -116,7 +116,7 @@ func (x *Executor) loadCase(ctx context.Context, b messages.RunCaseBody) (*bundl
 		if err != nil {
 			return nil, err
 		}
-		return store.Load(ctx, s, h)
+		return store.LoadWith(ctx, s, h, bundle.Options{Decode: true})
 	}
 	src := b.Source.Journal
 	if src == nil {
