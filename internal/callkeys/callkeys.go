@@ -1,10 +1,12 @@
-// Package callkeys is a map keyed by a call's kind and key.
+// Package callkeys is a map and a set keyed by a call's kind and key.
 //
 // A Go map whose key is a struct of two strings hashes and compares it
 // through the generic path, about four times slower than a map with
 // string keys on 10,000 keys; a run looks a call up once or more per
 // call. Map keeps one string-keyed map per kind (a run has a few kinds),
-// so that each lookup is the fast path of a string key.
+// so that each lookup is the fast path of a string key. Set keeps the
+// keys a run's counters make as bits, about six times faster again to add
+// (BenchmarkSetAdd).
 package callkeys
 
 // Map maps a call's (kind, key) to a V. The zero Map is empty and ready to

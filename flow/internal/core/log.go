@@ -102,7 +102,7 @@ type MemLog struct {
 type memRun struct {
 	events   chunked[memEvent]
 	results  chunked[bundle.Result]
-	keys     callkeys.Map[struct{}] // the results' (kind, key)
+	keys     callkeys.Set // the results' (kind, key)
 	finished bool
 }
 
@@ -156,15 +156,15 @@ func (m *MemLog) Append(ctx context.Context, runID string, b Batch) (int64, erro
 	switch len(b.Results) {
 	case 0:
 	case 1:
-		// One map operation where a lookup and an insert were two: a call
+		// One set operation where a lookup and an insert were two: a call
 		// appends one result, and a long case run appends millions.
-		if res := b.Results[0]; !r.keys.Set(res.Kind, res.Key, struct{}{}) {
+		if res := b.Results[0]; !r.keys.Add(res.Kind, res.Key) {
 			return 0, fmt.Errorf("memlog: append %s: %s:%s: %w", runID, res.Kind, res.Key, ErrResultExists)
 		}
 	default:
-		var added callkeys.Map[struct{}]
+		var added callkeys.Set
 		for _, res := range b.Results {
-			if r.keys.Has(res.Kind, res.Key) || !added.Set(res.Kind, res.Key, struct{}{}) {
+			if r.keys.Has(res.Kind, res.Key) || !added.Add(res.Kind, res.Key) {
 				return 0, fmt.Errorf("memlog: append %s: %s:%s: %w", runID, res.Kind, res.Key, ErrResultExists)
 			}
 		}
@@ -175,7 +175,7 @@ func (m *MemLog) Append(ctx context.Context, runID string, b Batch) (int64, erro
 	}
 	for _, res := range b.Results {
 		if len(b.Results) > 1 {
-			r.keys.Set(res.Kind, res.Key, struct{}{})
+			r.keys.Add(res.Kind, res.Key)
 		}
 		r.results.add(res)
 	}
