@@ -133,18 +133,10 @@ func decodeTrusted(src []byte, b *Bundle, history, results int) error {
 	if !bytes.HasPrefix(src, []byte(head)) {
 		return errUnexpected
 	}
-	i := len(head)
-	b.History = make([]json.RawMessage, 0, history)
-	for i < len(src) && src[i] != ']' {
-		if len(b.History) > 0 {
-			i++ // ','
-		}
-		j := skipValue(src, i)
-		if j < 0 {
-			return errUnexpected
-		}
-		b.History = append(b.History, json.RawMessage(src[i:j:j]))
-		i = j
+	var i int
+	var err error
+	if b.History, i, err = sliceEvents(src, len(head), history); err != nil {
+		return err
 	}
 	const man = `],"manifest":`
 	if !bytes.HasPrefix(src[i:], []byte(man)) {
@@ -238,23 +230,33 @@ func decodeTrusted(src []byte, b *Bundle, history, results int) error {
 // decoded (Options.Decode), as decodeTrusted does: the history's events
 // alias c's bytes.
 func decodeHead(c *Canonical, b *Bundle) error {
-	events, man := c.head[1], c.head[3]
-	b.History = make([]json.RawMessage, 0, c.summary.HistoryCount)
-	for i := 0; i < len(events); {
-		if len(b.History) > 0 {
-			i++ // ','
-		}
-		j := skipValue(events, i)
-		if j < 0 {
-			return errUnexpected
-		}
-		b.History = append(b.History, json.RawMessage(events[i:j:j]))
-		i = j
+	var err error
+	if b.History, _, err = sliceEvents(c.head[1], 0, c.summary.HistoryCount); err != nil {
+		return err
 	}
-	if err := json.Unmarshal(man, &b.Manifest); err != nil {
+	if err := json.Unmarshal(c.head[3], &b.Manifest); err != nil {
 		return fmt.Errorf("manifest: %w", err)
 	}
 	return nil
+}
+
+// sliceEvents slices the comma-separated history events of src from i,
+// up to its end or a ']', into a slice made for n of them; it returns
+// where it stopped.
+func sliceEvents(src []byte, i, n int) ([]json.RawMessage, int, error) {
+	events := make([]json.RawMessage, 0, n)
+	for i < len(src) && src[i] != ']' {
+		if len(events) > 0 {
+			i++ // ','
+		}
+		j := skipValue(src, i)
+		if j < 0 {
+			return nil, i, errUnexpected
+		}
+		events = append(events, json.RawMessage(src[i:j:j]))
+		i = j
+	}
+	return events, i, nil
 }
 
 // resultDecoder decodes a result's members as Read's fast path checks
