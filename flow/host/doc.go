@@ -3,12 +3,11 @@
 // run's journal it writes to (Log, Batch, Recorded; MemLog in memory), the
 // seam that decides how each call is resolved (Resolver, Resolution:
 // Answer, AnswerError, Live, StopWith; Call, CallKind, CallRef; Observer,
-// Annotator),
-// the live answers from outside (Signals, Interrupts, Streams; MemInbox),
-// the run's Clock, the events a run writes (Event), call fingerprints and
-// volatile fields (Fingerprint, FingerprintRules, VolatileOf,
-// ValidateAnswer), the errors of model clients (ModelError), and building
-// the registry a binary serves (Build).
+// Annotator), the live answers from outside (Signals, Interrupts, Streams;
+// MemInbox), the run's Clock, the events a run writes (Event), call
+// fingerprints and volatile fields (Fingerprint, FingerprintRules,
+// VolatileOf, ValidateAnswer), the errors of model clients (ModelError),
+// and building the registry a binary serves (Build).
 //
 // Its names are aliases and thin wrappers of flow's implementation
 // (flow/internal/core), so a host and the targets it runs share every type:
