@@ -299,11 +299,13 @@ func (d *resultDecoder) member(name, v []byte) {
 
 // end adds the result read, size bytes long, with rest bytes of the
 // bundle after it: the first result sizes the slice for as many more of
-// its size as rest holds.
+// its size as rest holds, but for no more than one per 256 bytes, so that
+// a small first result before large ones cannot make the slice much larger
+// than the bundle (it grows as needed past that).
 func (d *resultDecoder) end(size, rest int) {
 	if d.ok {
 		if d.results == nil {
-			d.results = make([]Result, 0, 1+rest/(size+1))
+			d.results = make([]Result, 0, 1+rest/max(size+1, 256))
 		}
 		d.results = append(d.results, d.r)
 	}

@@ -2,11 +2,13 @@ package bundle
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -316,5 +318,35 @@ func TestReadDecodes(t *testing.T) {
 		if c.decoded.Load() != nil {
 			t.Fatalf("%s: Decode left the decoded results behind", tc.name)
 		}
+	}
+}
+
+// TestReadDecodesSizesBySmallFirst: a small first result before large ones
+// sizes the decoded results' slice by the bundle's bytes, not by its own
+// size: the slice never takes more than half the bundle's size.
+func TestReadDecodesSizesBySmallFirst(t *testing.T) {
+	fork := int64(0)
+	b := &Bundle{Manifest: Manifest{Format: Format, Kind: KindWorkflow, TargetName: "t", CodeVersion: "v1",
+		ForkAfterSeq: &fork, Inputs: []byte(`{}`), Registration: Registration{}, Source: Source{RunID: "r"}}}
+	fp := strings.Repeat("0", 64)
+	b.Results = append(b.Results, Result{Key: "0", Kind: "interrupt", Fingerprint: fp, Result: []byte(`1`)})
+	large := []byte(`"` + strings.Repeat("x", 4096) + `"`)
+	for i := range 200 {
+		b.Results = append(b.Results, Result{Key: fmt.Sprint(i), Kind: "model", Fingerprint: fp, Result: large})
+	}
+	enc, err := Encode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Read(bytes.NewReader(enc.Bytes()), Options{Decode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := c.decoded.Load()
+	if results == nil || len(*results) != 201 {
+		t.Fatal("the results were not decoded as read")
+	}
+	if slots := int64(cap(*results)) * int64(unsafe.Sizeof(Result{})); slots > c.Size()/2 {
+		t.Fatalf("%d result slots (%d bytes) for a bundle of %d bytes", cap(*results), slots, c.Size())
 	}
 }
