@@ -2,6 +2,7 @@ package canonjson
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"strconv"
 	"unicode/utf8"
@@ -204,6 +205,26 @@ var plain = func() (t [256]bool) {
 	return t
 }()
 
+// skipPlain returns the position of the first byte of src from i that is
+// not plain: eight bytes at a time while a word holds only plain ones (a
+// fingerprint, a key, most text), then byte by byte.
+func skipPlain(src []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(src); i += 8 {
+		x := binary.LittleEndian.Uint64(src[i:])
+		quote, backslash := x^(ones*'"'), x^(ones*'\\')
+		// A byte under 0x20, a zero byte of quote or backslash (a '"' or
+		// a '\\'), or a byte from 0x80: the high bit of its lane is set.
+		if ((x-ones*0x20)|(quote-ones)&^quote|(backslash-ones)&^backslash|x)&highs != 0 {
+			break
+		}
+	}
+	for i < len(src) && plain[src[i]] {
+		i++
+	}
+	return i
+}
+
 // str checks a canonical string and reports whether it has escapes.
 func (s *Scanner) str() (escaped, ok bool) {
 	src := s.src
@@ -211,9 +232,7 @@ func (s *Scanner) str() (escaped, ok bool) {
 	i := start
 	high := false
 	for {
-		for i < len(src) && plain[src[i]] {
-			i++
-		}
+		i = skipPlain(src, i)
 		if i >= len(src) {
 			return false, false
 		}
