@@ -700,9 +700,7 @@ func (d *Decoder) scanString(room int) (start, end int, escaped bool, err error)
 	shrink := 0 // bytes read that the canonical form may not keep
 	for {
 		buf := d.buf
-		for i < len(buf) && plain[buf[i]] {
-			i++
-		}
+		i = skipPlain(buf, i)
 		if i >= len(buf) || buf[i] == '\\' && i+1 >= len(buf) {
 			// The buffer ends inside the string, or inside an escape: read
 			// more, keeping the string, unless it is too long already
