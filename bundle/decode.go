@@ -193,6 +193,9 @@ func decodeTrusted(src []byte, b *Bundle, history, results int) error {
 				return errUnexpected
 			}
 			v := src[i:end:end]
+			// The members resultDecoder.member sets too, inline here: a
+			// function shared by both, called per member, cost this
+			// Decode 6–15 % (measured).
 			var err error
 			switch string(name) {
 			case `"key"`:

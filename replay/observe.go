@@ -50,13 +50,9 @@ func (e *engine) Annotate(_ context.Context, o host.Observation) (host.Event, bo
 		e.refs = make([]host.CallRef, 0, 64)
 	}
 	e.refs = e.refs[:len(e.refs)+1]
-	at := o.At
-	if at.IsZero() {
-		at = e.clock.Now()
-	}
 	urgent := !e.lineWritten
 	e.lineWritten = true
-	return callLineEvent(line, at.UTC(), &e.refs[len(e.refs)-1]), urgent, true
+	return callLineEvent(line, o.At.UTC(), &e.refs[len(e.refs)-1]), urgent, true
 }
 
 // Observe implements host.Observer: once a call is journaled it counts a

@@ -16,14 +16,10 @@ type Set struct {
 		bits       *bitmap
 	}
 	other Map[struct{}]
-	n     int
 }
 
 // bitmap is a growable set of small integers.
 type bitmap []uint64
-
-// Len is the number of keys in s.
-func (s *Set) Len() int { return s.n }
 
 // Has reports whether s holds (kind, key).
 func (s *Set) Has(kind, key string) bool {
@@ -36,36 +32,35 @@ func (s *Set) Has(kind, key string) bool {
 }
 
 // Add adds (kind, key) to s and reports whether it was not there before.
-func (s *Set) Add(kind, key string) (added bool) {
+func (s *Set) Add(kind, key string) bool {
 	name, n, ok := counted(key)
 	if !ok {
-		added = s.other.Set(kind, key, struct{}{})
-	} else if b := s.lookup(kind, name, true); b.has(n) || s.other.Has(kind, key) {
-		added = false
-	} else if n < 2*len(*b)*64+1024 {
+		return s.other.Set(kind, key, struct{}{})
+	}
+	b := s.lookup(kind, name, true)
+	switch {
+	case b.has(n) || s.other.Has(kind, key):
+		return false
+	case n < 2*len(*b)*64+1024:
 		b.set(n)
-		added = true
-	} else {
+		return true
+	default:
 		// Far past the bitmap's end (a fixed key that looks counted):
 		// the bitmap stays as large as the keys counted into it.
-		added = s.other.Set(kind, key, struct{}{})
+		return s.other.Set(kind, key, struct{}{})
 	}
-	if added {
-		s.n++
-	}
-	return added
 }
 
-// lookup returns the bitmap of kind and name, made when make is set (else
-// nil when there is none).
-func (s *Set) lookup(kind, name string, make bool) *bitmap {
+// lookup returns the bitmap of kind and name, made when create is set
+// (else nil when there is none).
+func (s *Set) lookup(kind, name string, create bool) *bitmap {
 	if l := &s.last; l.bits != nil && l.kind == kind && l.name == name {
 		return l.bits
 	}
 	names := s.counted[kind]
 	b := names[name]
 	if b == nil {
-		if !make {
+		if !create {
 			return nil
 		}
 		if s.counted == nil {
