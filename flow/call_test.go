@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +56,33 @@ func TestFingerprintGolden(t *testing.T) {
 	}
 	if _, _, err := host.Fingerprint(json.RawMessage(`{"a":1,"a":2}`)); err == nil {
 		t.Error("duplicate keys: want an error")
+	}
+}
+
+// TestFingerprintAroundSharedSize checks inputs whose canonical JSON is
+// kept in one allocation with its fingerprint and inputs too large for it:
+// each fingerprint is the SHA-256 of its input, and appending to the input
+// returned (as a caller may) changes neither.
+func TestFingerprintAroundSharedSize(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{0, 1, 1000, 1011, 1012, 1013, 1014, 1024, 1025, 4096} {
+		input := map[string]string{"s": strings.Repeat("x", n)}
+		canon, fp, err := host.Fingerprint(input)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := `{"s":"` + strings.Repeat("x", n) + `"}`; string(canon) != want {
+			t.Fatalf("%d: canonical input of %d bytes, want %d", n, len(canon), len(want))
+		}
+		sum := sha256.Sum256(canon)
+		want := hex.EncodeToString(sum[:])
+		if fp != want {
+			t.Fatalf("%d: fingerprint %s, want %s", n, fp, want)
+		}
+		grown := append(canon, "yyyyyyyy"...)
+		if fp != want || string(canon) != string(grown[:len(canon)]) {
+			t.Fatalf("%d: appending to the input changed its fingerprint to %s", n, fp)
+		}
 	}
 }
 

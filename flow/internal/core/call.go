@@ -91,8 +91,8 @@ type Call struct {
 // the usual types are written directly) and its fingerprint:
 // the lowercase hex SHA-256 of that canonical JSON.
 func Fingerprint(input any) (canonicalInput json.RawMessage, fingerprint string, err error) {
-	if canonicalInput, ok := appendGo(input); ok {
-		return canonicalInput, fingerprintOf(canonicalInput), nil
+	if canonicalInput, fingerprint, ok := appendGoFingerprinted(input); ok {
+		return canonicalInput, fingerprint, nil
 	}
 	raw, err := json.Marshal(input)
 	if err != nil {

@@ -85,7 +85,8 @@ func Step[I, O any](ctx context.Context, name string, input I, fn func(ctx conte
 	}
 	o := applyStepOptions(opts)
 	effect := Write
-	declared, isDeclared := r.t.stepEffects[name]
+	si := r.t.step(name)
+	declared, isDeclared := si.effect, si.declared
 	switch {
 	case o.effect != "" && !o.effect.Valid():
 		return out, r.stopf(messages.RuntimeError, "step %s: effect %q is not read, write or pure", name, o.effect)
@@ -96,7 +97,7 @@ func Step[I, O any](ctx context.Context, name string, input I, fn func(ctx conte
 	case isDeclared:
 		effect = declared
 	}
-	rules := r.t.stepRules[name]
+	rules := si.rules
 	if o.volatile != nil && !slices.Equal(o.volatile, rules.Spec().Fields) {
 		if !isDeclared {
 			return out, r.stopf(messages.RuntimeError, "step %s declares volatile fields %v but %s does not declare the step: put it in the target's Steps, so that its rules are recorded",
@@ -105,9 +106,8 @@ func Step[I, O any](ctx context.Context, name string, input I, fn func(ctx conte
 		return out, r.stopf(messages.RuntimeError, "step %s: volatile fields %v at the call, but %s declared %v",
 			name, o.volatile, r.t.info.Name, rules.Spec().Fields)
 	}
-	token := r.t.stepToken(name) // also the call counter's name
-	s := callSpec{kind: KindStep, counter: token, prefix: name, name: name,
-		effect: effect, input: input, token: token, rules: rules}
+	s := callSpec{kind: KindStep, counter: si.token, prefix: name, name: name,
+		effect: effect, input: input, token: si.token, rules: rules}
 	err = r.call(ctx, s, func(ctx context.Context, _ Call, _ time.Time) (any, error) {
 		return fn(ctx, input)
 	}, decodeInto(&out))

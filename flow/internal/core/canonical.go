@@ -2,9 +2,12 @@ package core
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/pyrula/caseworker/canonjson"
 )
@@ -39,6 +42,40 @@ func appendGo(v any) ([]byte, bool) {
 		scratch.Put(buf)
 	}
 	return raw, ok
+}
+
+// maxSharedInput is the largest canonical input appendGoFingerprinted
+// keeps in one allocation with its fingerprint: a fingerprint kept longer
+// than its input (a divergence's) then holds at most this much.
+const maxSharedInput = 1 << 10
+
+// appendGoFingerprinted is appendGo(v) and fingerprintOf of its result. An
+// input of up to maxSharedInput bytes and its fingerprint share one
+// allocation: the input's bytes, capped at their length, then the
+// fingerprint's 64 hex digits, which nothing else can reach and so never
+// change (a case run computes one per call).
+func appendGoFingerprinted(v any) (canonicalInput []byte, fingerprint string, ok bool) {
+	buf := scratch.Get().(*[]byte)
+	out, ok := canonjson.AppendGo((*buf)[:0], v)
+	if ok {
+		n := len(out)
+		if n > maxSharedInput {
+			canonicalInput = bytes.Clone(out)
+			fingerprint = fingerprintOf(out)
+		} else {
+			both := make([]byte, n+2*sha256.Size)
+			copy(both, out)
+			sum := sha256.Sum256(out)
+			hex.Encode(both[n:], sum[:])
+			canonicalInput = both[:n:n]
+			fingerprint = unsafe.String(&both[n], 2*sha256.Size)
+		}
+	}
+	if cap(out) <= 64<<10 {
+		*buf = out[:0]
+		scratch.Put(buf)
+	}
+	return canonicalInput, fingerprint, ok
 }
 
 // canonical returns the canonical JSON of raw, the output of encoding/json:

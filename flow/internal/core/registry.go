@@ -132,17 +132,26 @@ type target struct {
 	declared    map[string][]string // declared child targets, signal names and gather ids by kind
 	decode      func(json.RawMessage) (any, error)
 	run         func(ctx context.Context, in any) (any, error)
-	stepTokens  sync.Map // step name → "step:<name>", made once per name
+	steps       sync.Map // step name → *stepInfo, made at the name's first call
 }
 
-// stepToken is "step:" + name, the token (and call counter's name) of the
-// step's calls, made once per name instead of once per call.
-func (t *target) stepToken(name string) string {
-	if tok, ok := t.stepTokens.Load(name); ok {
-		return tok.(string)
+// stepInfo is what every call of a step name needs from its target, looked
+// up once per name instead of once per call.
+type stepInfo struct {
+	token    string // "step:<name>": the calls' token and counter's name
+	effect   Effect // the declared effect, when declared
+	declared bool
+	rules    *volatile.Rules // the declared volatile fields; nil when none
+}
+
+// step returns the stepInfo of the step name.
+func (t *target) step(name string) *stepInfo {
+	if si, ok := t.steps.Load(name); ok {
+		return si.(*stepInfo)
 	}
-	tok, _ := t.stepTokens.LoadOrStore(name, "step:"+name)
-	return tok.(string)
+	effect, declared := t.stepEffects[name]
+	si, _ := t.steps.LoadOrStore(name, &stepInfo{token: "step:" + name, effect: effect, declared: declared, rules: t.stepRules[name]})
+	return si.(*stepInfo)
 }
 
 // RegisterWorkflow adds a workflow to r. Errors: ErrDuplicateTarget,
