@@ -30,24 +30,18 @@ var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }
 
 // appendGo is canonjson.AppendGo(nil, v) in a buffer of its own size: the
 // value is written in a recycled buffer and copied out once.
-func appendGo(v any) ([]byte, bool) {
-	buf := scratch.Get().(*[]byte)
-	out, ok := canonjson.AppendGo((*buf)[:0], v)
-	var raw []byte
-	if ok {
-		raw = bytes.Clone(out)
-	}
-	if cap(out) <= 64<<10 {
-		*buf = out[:0]
-		scratch.Put(buf)
-	}
-	return raw, ok
-}
+func appendGo(v any) ([]byte, bool) { return inScratch(v, bytes.Clone) }
 
 // maxSharedInput is the largest canonical input appendGoFingerprinted
-// keeps in one allocation with its fingerprint: a fingerprint kept longer
-// than its input (a divergence's) then holds at most this much.
+// keeps in one allocation with its fingerprint, so that a fingerprint kept
+// after its input is dropped holds at most this many bytes with it.
 const maxSharedInput = 1 << 10
+
+// fingerprinted is a canonical input and its fingerprint.
+type fingerprinted struct {
+	input       []byte
+	fingerprint string
+}
 
 // appendGoFingerprinted is appendGo(v) and fingerprintOf of its result. An
 // input of up to maxSharedInput bytes and its fingerprint share one
@@ -55,27 +49,34 @@ const maxSharedInput = 1 << 10
 // fingerprint's 64 hex digits, which nothing else can reach and so never
 // change (a case run computes one per call).
 func appendGoFingerprinted(v any) (canonicalInput []byte, fingerprint string, ok bool) {
+	f, ok := inScratch(v, func(out []byte) fingerprinted {
+		n := len(out)
+		if n > maxSharedInput {
+			return fingerprinted{bytes.Clone(out), fingerprintOf(out)}
+		}
+		both := make([]byte, n+2*sha256.Size)
+		copy(both, out)
+		sum := sha256.Sum256(out)
+		hex.Encode(both[n:], sum[:])
+		return fingerprinted{both[:n:n], unsafe.String(&both[n], 2*sha256.Size)}
+	})
+	return f.input, f.fingerprint, ok
+}
+
+// inScratch writes canonjson.AppendGo of v in a recycled buffer and returns
+// what copyOut makes of it (copyOut must not keep the buffer); ok is
+// AppendGo's.
+func inScratch[T any](v any, copyOut func(canonical []byte) T) (kept T, ok bool) {
 	buf := scratch.Get().(*[]byte)
 	out, ok := canonjson.AppendGo((*buf)[:0], v)
 	if ok {
-		n := len(out)
-		if n > maxSharedInput {
-			canonicalInput = bytes.Clone(out)
-			fingerprint = fingerprintOf(out)
-		} else {
-			both := make([]byte, n+2*sha256.Size)
-			copy(both, out)
-			sum := sha256.Sum256(out)
-			hex.Encode(both[n:], sum[:])
-			canonicalInput = both[:n:n]
-			fingerprint = unsafe.String(&both[n], 2*sha256.Size)
-		}
+		kept = copyOut(out)
 	}
 	if cap(out) <= 64<<10 {
 		*buf = out[:0]
 		scratch.Put(buf)
 	}
-	return canonicalInput, fingerprint, ok
+	return kept, ok
 }
 
 // canonical returns the canonical JSON of raw, the output of encoding/json:
