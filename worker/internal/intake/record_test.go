@@ -126,6 +126,9 @@ func TestRecordScripts(t *testing.T) {
 		if got := get(key); got != recordOf(h, string(absent)) {
 			t.Errorf("%s: record %s, want %s", id, got, recordOf(h, string(absent)))
 		}
+		if ttl, err := do(c.B().Pttl().Key(key).Build()).AsInt64(); err != nil || ttl <= 0 {
+			t.Errorf("%s: record's TTL %d ms (%v), want PYRULA_IDEMPOTENCY_TTL's", id, ttl, err)
+		}
 		if got := lastReply(); got != string(absent) {
 			t.Errorf("%s: reply %s, want %s", id, got, absent)
 		}
