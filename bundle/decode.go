@@ -157,18 +157,6 @@ func decodeTrusted(src []byte, b *Bundle, history, results int) error {
 	}
 	i += len(res)
 	b.Results = make([]Result, 0, results)
-	text, base := unsafe.String(unsafe.SliceData(src[i:]), len(src)-i), i
-	// str returns the string v (at at), a substring of text when it has
-	// no escape. It returns the string, not writes through a pointer, so
-	// that the Result being read stays on the stack.
-	str := func(v []byte, at int) (string, error) {
-		if len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 {
-			return text[at-base+1 : at-base+len(v)-1], nil
-		}
-		var s string
-		err := decodeString(v, &s)
-		return s, err
-	}
 	for i < len(src) && src[i] != ']' {
 		if len(b.Results) > 0 {
 			i++ // ','
@@ -199,11 +187,11 @@ func decodeTrusted(src []byte, b *Bundle, history, results int) error {
 			var err error
 			switch string(name) {
 			case `"key"`:
-				r.Key, err = str(v, i)
+				r.Key, err = aliasString(v)
 			case `"kind"`:
-				r.Kind, err = str(v, i)
+				r.Kind, err = aliasString(v)
 			case `"fingerprint"`:
-				r.Fingerprint, err = str(v, i)
+				r.Fingerprint, err = aliasString(v)
 			case `"input"`:
 				r.Input = json.RawMessage(v)
 			case `"start_seq"`:
@@ -316,7 +304,9 @@ func (d *resultDecoder) end(size, rest int) {
 }
 
 // aliasString decodes the canonical JSON string v, as a string sharing
-// v's memory when it has no escape.
+// v's memory when it has no escape. It returns the string rather than
+// writing through a pointer, so that the Result being read stays on the
+// stack.
 func aliasString(v []byte) (string, error) {
 	if len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 {
 		return unsafe.String(&v[1], len(v)-2), nil
