@@ -32,6 +32,8 @@ var flagSaveCalls = flag.Int("save-calls", 1000, "calls of each finished run Ben
 // another run, so each stores a new bundle). Its anchor, timed in the same
 // iteration, is the same save in this process, as `pyrula case save` makes
 // it: read the run from Valkey, capture it, encode the bundle and store it.
+// Both fork after the run's last event (the bundle holds the whole run),
+// and each is timed after a garbage collection (collect).
 //
 //	go test -run '^$' -bench SaveCase -benchtime 20x .
 func BenchmarkSaveCase(b *testing.B) {
@@ -56,6 +58,7 @@ func BenchmarkSaveCase(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		// The anchor: the same save in this process.
+		collect(b)
 		start := time.Now()
 		m, err := j.Meta(context.Background(), runs[2*i+1])
 		if err != nil {
@@ -72,11 +75,20 @@ func BenchmarkSaveCase(b *testing.B) {
 		}
 		anchors = append(anchors, time.Since(start))
 
+		// The same save by the worker, of the other run: forked after
+		// its last event too, so that its bundle holds the whole run.
 		id := "save-" + strconv.Itoa(i)
+		b.StopTimer()
+		wm, err := j.Meta(context.Background(), runs[2*i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
 		last := lastEntry(b, c, cfg.ReplyStream)
+		collect(b)
 		start = time.Now()
 		fill(b, c, cfg.CaseStream, 1, func(int) string {
-			return envelope(id, messages.SaveCase, map[string]any{"target_name": replaytest.Target, "run_id": runs[2*i]})
+			return envelope(id, messages.SaveCase, map[string]any{"target_name": replaytest.Target, "run_id": runs[2*i], "fork_after_seq": wm.LastSeq})
 		})
 		reply := waitReply(b, c, cfg.ReplyStream, last, id, time.Minute)
 		latencies = append(latencies, time.Since(start))
