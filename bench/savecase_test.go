@@ -11,6 +11,7 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
+	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/flow/journallog"
@@ -95,6 +96,7 @@ func BenchmarkSaveCase(b *testing.B) {
 		if reply.Status != messages.StatusOK {
 			b.Fatalf("save_case %s: %+v", id, reply)
 		}
+		sameSave(b, reply, cb.Summary())
 	}
 	b.StopTimer()
 	p50 := percentile(latencies, 50)
@@ -126,6 +128,25 @@ func recordRuns(b *testing.B, j *valkeyjournal.Journal, reg *flow.Registry, n, c
 		}
 	}
 	return ids
+}
+
+// sameSave fails b unless the bundle the save_case reply describes holds as
+// many history events and results as the anchor's (want): the two time the
+// same save.
+func sameSave(b *testing.B, reply messages.Reply, want bundle.Summary) {
+	b.Helper()
+	var res messages.SaveCaseResult
+	var got bundle.Summary
+	if err := json.Unmarshal(reply.Result, &res); err != nil {
+		b.Fatalf("save_case %s: result %s: %v", reply.MessageID, reply.Result, err)
+	}
+	if err := json.Unmarshal(res.ManifestSummary, &got); err != nil {
+		b.Fatalf("save_case %s: manifest summary %s: %v", reply.MessageID, res.ManifestSummary, err)
+	}
+	if got.HistoryCount != want.HistoryCount || got.ResultCount != want.ResultCount {
+		b.Fatalf("save_case %s saved %d history events and %d results, the anchor %d and %d: not the same save",
+			reply.MessageID, got.HistoryCount, got.ResultCount, want.HistoryCount, want.ResultCount)
+	}
 }
 
 // lastEntry is the id of stream's last entry ("0" when it has none).
