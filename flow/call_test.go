@@ -81,8 +81,8 @@ func TestFingerprintAroundSharedSize(t *testing.T) {
 		if fp != want {
 			t.Fatalf("%d: fingerprint %s, want %s", n, fp, want)
 		}
-		grown := append(canon, "yyyyyyyy"...)
-		if fp != want || string(canon) != string(grown[:len(canon)]) {
+		_ = append(canon, "yyyyyyyy"...) // a caller's append: it must not reach the fingerprint's bytes
+		if fp != want {
 			t.Fatalf("%d: appending to the input changed its fingerprint to %s", n, fp)
 		}
 	}
