@@ -862,6 +862,15 @@ func (r *reader) addResult(start, end int, f *resultFields) error {
 		return corrupt(where()+": start_seq is not an integer of 1 or more", nil)
 	}
 	e := resultEntry{start: uint32(start), end: uint32(end), keyOff: f.keyOff, keyLen: f.keyLen, kind: r.kindID(f.kind)}
+	if i == 0 && end < len(r.buf) {
+		// The first result of a bundle read whole sizes the lists for as
+		// many more of its size as the rest of the buffer holds, but for
+		// no more than one per 256 bytes (as resultDecoder.end does), so
+		// that they do not grow (and copy) as a long run's results are read.
+		more := (len(r.buf) - end) / max(end-start+1, 256)
+		r.results = slices.Grow(r.results, 1+more)
+		r.keys = slices.Grow(r.keys, more*int(f.keyLen))
+	}
 	if i > 0 && r.compareResults(r.results[i-1], e) >= 0 {
 		r.resultsSorted = false
 		r.stopStream()

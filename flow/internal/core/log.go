@@ -123,8 +123,10 @@ func (m *MemLog) Load(ctx context.Context, runID string) (Recorded, error) {
 		return Recorded{}, nil
 	}
 	rec := Recorded{Events: make([]Event, 0, r.events.n)}
+	seq := int64(0)
 	for me := range r.events.all() {
-		ev, err := me.value().RoundTrip()
+		seq++
+		ev, err := me.value(seq).RoundTrip()
 		if err != nil {
 			return Recorded{}, fmt.Errorf("memlog: load %s: %w", runID, err)
 		}
@@ -208,7 +210,7 @@ func (m *MemLog) Finish(ctx context.Context, runID string, terminal Event) (int6
 // store numbers events after r's and adds them to r.
 func (r *memRun) store(events []Event) {
 	for i := range events {
-		r.events.add(compact(&events[i], int64(r.events.n+1)))
+		r.events.add(compact(&events[i]))
 	}
 }
 
@@ -234,8 +236,10 @@ func (m *MemLog) EventsJSON(runID string) []json.RawMessage {
 		return nil
 	}
 	out := make([]json.RawMessage, 0, r.events.n)
+	seq := int64(0)
 	for me := range r.events.all() {
-		raw, err := me.value().AppendJSON(nil)
+		seq++
+		raw, err := me.value(seq).AppendJSON(nil)
 		if err != nil {
 			panic(fmt.Errorf("memlog: run %s: %w", runID, err))
 		}

@@ -26,29 +26,64 @@ func cloneEvent(ev Event) Event {
 	return ev
 }
 
-// memEvent is one stored event, as Append was given it (with its run_seq),
-// in the smaller of two forms (a long run holds millions): full, when set,
-// is the event; else the event is a call:start without wait or tool, a
+// memEvent is one stored event, as Append was given it, in the smaller of
+// two forms (a long run holds millions, three per call): full, when set, is
+// the event; else the event is a call:start without wait or tool, a
 // call:done, a case:call, or an event of a kind without fields of its own
-// (run:submitted, …), held in the fields below.
+// (run:submitted, …), held in the fields below. Its run_seq is its place in
+// the run's list, and its kind and provenance are codes (kinds and
+// provenances) when they are among the known ones. At is kept to the
+// microsecond in UTC, all that a journal keeps and all that Load and
+// EventsJSON give back.
 type memEvent struct {
-	runSeq int64
-	kind   EventKind
-	at     time.Time
-	call   *CallRef
-	input  json.RawMessage // call:start
-	prov   string          // call:done, case:call
-	seq    int64           // case:call
-	extra  map[string]json.RawMessage
-	full   *Event
+	call  *CallRef
+	input json.RawMessage // call:start
+	extra map[string]json.RawMessage
+	full  *Event
+	atUS  int64 // At in microseconds since 1970 UTC
+	seq   int64 // case:call
+	kind  uint8 // index in kinds
+	prov  uint8 // index in provenances
 }
 
-// compact stores ev with run_seq seq.
-func compact(ev *Event, seq int64) memEvent {
-	me := memEvent{runSeq: seq, kind: ev.Kind, at: ev.At, call: ev.Call, extra: ev.Extra}
+// kinds are the event kinds a compact memEvent holds, by code (0: none).
+var kinds = [...]EventKind{1: runevent.CallStart, runevent.CallDone, runevent.CaseCall, runevent.RunSubmitted,
+	runevent.RunStart, runevent.CaseOutcome, runevent.CaseCharge, runevent.SuitePlan, runevent.SuiteProgress,
+	runevent.SuiteOutcome, runevent.RunComplete, runevent.RunError, runevent.RunCancelled}
+
+// provenances are the provenances a compact memEvent holds, by code; 0 is
+// none.
+var provenances = [...]string{0: "", 1: "reused", 2: "simulated", 3: "live", 4: "changed"}
+
+// codeOf returns the index of v in table, or 0 (ok false) when it is not
+// there; table[0] is "" (for kinds, no code).
+func codeOf[T ~string](table []T, v T) (code uint8, ok bool) {
+	for i, t := range table {
+		if t == v && (i > 0 || v == "") {
+			return uint8(i), true
+		}
+	}
+	return 0, false
+}
+
+// Microseconds since 1970 UTC of the first and last instants of years 1 and
+// 9999, the years an event's time may have: a time outside them keeps its
+// event whole, for Load and EventsJSON to refuse as a journal does.
+const (
+	minAtUS = -62135596800 * 1e6
+	maxAtUS = 253402300799*1e6 + 999999
+)
+
+// compact stores ev.
+func compact(ev *Event) memEvent {
+	me := memEvent{call: ev.Call, extra: ev.Extra, atUS: ev.At.UnixMicro()}
+	kind, kindOK := codeOf(kinds[:], ev.Kind)
+	prov, provOK := codeOf(provenances[:], ev.Provenance)
+	me.kind, me.prov = kind, prov
 	// Only the fields the compact form holds may be set; a member the event
 	// lacks (Event.Lacks, of an event decoded from JSON) is zero in its field.
-	others := len(ev.Inputs) != 0 || ev.CodeVersion != "" || !ev.WakeAt.IsZero() || ev.Tool != "" ||
+	others := !kindOK || !provOK || me.atUS < minAtUS || me.atUS > maxAtUS ||
+		len(ev.Inputs) != 0 || ev.CodeVersion != "" || !ev.WakeAt.IsZero() || ev.Tool != "" ||
 		len(ev.Result) != 0 || ev.Code != "" || ev.Message != "" || ev.StopKey != "" || ev.StopToken != "" ||
 		ev.CallSeq != 0 && ev.Kind != runevent.CaseCall
 	switch ev.Kind {
@@ -62,32 +97,32 @@ func compact(ev *Event, seq int64) memEvent {
 		if others || len(ev.Input) != 0 || ev.Call == nil && ev.Lacks("call") {
 			break
 		}
-		me.prov = ev.Provenance
 		return me
 	case runevent.CaseCall:
 		if others || len(ev.Input) != 0 || ev.Lacks("call") || ev.Lacks("seq") {
 			break
 		}
-		me.prov, me.seq = ev.Provenance, ev.CallSeq
+		me.seq = ev.CallSeq
 		return me
 	case runevent.RunStart, runevent.RunComplete, runevent.RunError:
 	default:
 		if !others && ev.Call == nil && len(ev.Input) == 0 && ev.Provenance == "" {
-			return me // only run_seq, kind, at and Extra
+			return me // only kind, at and Extra
 		}
 	}
 	full := *ev // only this branch allocates
-	full.RunSeq = seq
 	return memEvent{full: &full}
 }
 
-// value returns the stored event, sharing its memory.
-func (me *memEvent) value() Event {
+// value returns the stored event, with run_seq seq, sharing its memory.
+func (me *memEvent) value(seq int64) Event {
 	if me.full != nil {
-		return *me.full
+		ev := *me.full
+		ev.RunSeq = seq
+		return ev
 	}
-	return Event{RunSeq: me.runSeq, Kind: me.kind, At: me.at, Call: me.call, Input: me.input,
-		Provenance: me.prov, CallSeq: me.seq, Extra: me.extra}
+	return Event{RunSeq: seq, Kind: kinds[me.kind], At: time.UnixMicro(me.atUS).UTC(), Call: me.call, Input: me.input,
+		Provenance: provenances[me.prov], CallSeq: me.seq, Extra: me.extra}
 }
 
 // chunked is a list kept in chunks that never move once written, so that

@@ -103,7 +103,7 @@ func TestMemLogAsJournal(t *testing.T) {
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
-		if compact(&ev, seq).full == nil {
+		if compact(&ev).full == nil {
 			compacted++
 		}
 		if encErr != nil {
