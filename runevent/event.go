@@ -296,6 +296,10 @@ func (e *Event) sourceOf(m member) (src source, extra json.RawMessage) {
 // result of run:complete): AppendJSON leaves it out again while its field
 // is zero and Extra has no member of that name.
 func (e Event) Lacks(name string) bool {
+	return e.lacking != 0 && e.lacks(name) // inlined: most events lack nothing
+}
+
+func (e *Event) lacks(name string) bool {
 	m, ok := memberOf(e.Kind, name)
 	return ok && !optional.has(m) && e.lacking.has(m)
 }
