@@ -34,9 +34,17 @@ func Decode[T any](data []byte, dst *T) bool {
 	if dec == nil {
 		return false
 	}
-	s := scanner{data: data}
-	return dec(&s, v) && s.pos == len(data)
+	s := scanners.Get().(*scanner) // a decodeFunc's scanner escapes
+	*s = scanner{data: data}
+	ok := dec(s, v) && s.pos == len(data)
+	*s = scanner{}
+	scanners.Put(s)
+	return ok
 }
+
+// scanners are Decode's scanners, reused: a long run decodes one result per
+// call.
+var scanners = sync.Pool{New: func() any { return new(scanner) }}
 
 // decodeFunc decodes the value at s's position into v (settable, holding
 // the zero value) and reports whether it could.
