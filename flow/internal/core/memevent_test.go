@@ -49,6 +49,10 @@ func memEventCases(t *testing.T) []Event {
 		decoded(`{"at":"2026-03-14T09:26:53.037654Z","kind":"call:done","run_seq":4}`),
 		decoded(`{"at":"2026-03-14T09:26:53.037654Z","kind":"run:complete","run_seq":4}`),
 		{Kind: runevent.CallDone, At: at, Call: ref, Provenance: "reused"},
+		{Kind: runevent.CallDone, At: at, Call: ref, Provenance: "recorded"},                  // a provenance without a code
+		{Kind: "custom:kind", At: at, Extra: map[string]json.RawMessage{"n": raw(`1`)}},       // a kind without a code
+		{Kind: runevent.CallDone, At: time.Date(1, 1, 1, 0, 0, 0, 1000, time.UTC), Call: ref}, // year 1's first microsecond
+		{Kind: runevent.CallDone, At: time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC), Call: ref},
 		{Kind: runevent.CallDone, At: at, Call: ref, Extra: map[string]json.RawMessage{"provenance": raw(`"moved"`)}},
 		{Kind: runevent.CallDone, At: at, Call: &CallRef{Kind: "k\xfe"}},
 		{Kind: runevent.CaseCall, At: at, Extra: map[string]json.RawMessage{"seq": raw(`3`), "call": raw(`{"kind":"step"}`), "provenance": raw(`"reused"`)}},
