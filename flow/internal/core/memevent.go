@@ -66,12 +66,13 @@ func codeOf[T ~string](table []T, v T) (code uint8, ok bool) {
 	return 0, false
 }
 
-// Microseconds since 1970 UTC of the first and last instants of years 1 and
-// 9999, the years an event's time may have: a time outside them keeps its
-// event whole, for Load and EventsJSON to refuse as a journal does.
+// Seconds since 1970 UTC of the first and last seconds of years 1 and 9999,
+// the years an event's time may have: a time outside them (whose
+// microseconds may not even fit an int64) keeps its event whole, for Load
+// and EventsJSON to refuse as a journal does.
 const (
-	minAtUS = -62135596800 * 1e6
-	maxAtUS = 253402300799*1e6 + 999999
+	minAtSec = -62135596800
+	maxAtSec = 253402300799
 )
 
 // compact stores ev.
@@ -82,7 +83,7 @@ func compact(ev *Event) memEvent {
 	me.kind, me.prov = kind, prov
 	// Only the fields the compact form holds may be set; a member the event
 	// lacks (Event.Lacks, of an event decoded from JSON) is zero in its field.
-	others := !kindOK || !provOK || me.atUS < minAtUS || me.atUS > maxAtUS ||
+	others := !kindOK || !provOK || ev.At.Unix() < minAtSec || ev.At.Unix() > maxAtSec ||
 		len(ev.Inputs) != 0 || ev.CodeVersion != "" || !ev.WakeAt.IsZero() || ev.Tool != "" ||
 		len(ev.Result) != 0 || ev.Code != "" || ev.Message != "" || ev.StopKey != "" || ev.StopToken != "" ||
 		ev.CallSeq != 0 && ev.Kind != runevent.CaseCall
