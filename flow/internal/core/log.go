@@ -97,6 +97,10 @@ type Batch struct {
 type MemLog struct {
 	mu   sync.Mutex
 	runs map[string]*memRun
+	// lastID and last are the run of the last Append, found without the
+	// map while one run appends call after call.
+	lastID string
+	last   *memRun
 }
 
 type memRun struct {
@@ -148,9 +152,11 @@ func (m *MemLog) Append(ctx context.Context, runID string, b Batch) (int64, erro
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r := m.runs[runID]
-	if r == nil {
-		r = &memRun{}
+	r := m.last
+	if r == nil || runID != m.lastID {
+		if r = m.runs[runID]; r == nil {
+			r = &memRun{}
+		}
 	}
 	if r.finished {
 		return 0, fmt.Errorf("memlog: append %s: %w", runID, ErrFinished)
@@ -172,8 +178,9 @@ func (m *MemLog) Append(ctx context.Context, runID string, b Batch) (int64, erro
 		}
 	}
 	r.store(b.Events)
-	if m.runs[runID] != r {
+	if r != m.last {
 		m.runs[runID] = r
+		m.lastID, m.last = runID, r
 	}
 	for _, res := range b.Results {
 		if len(b.Results) > 1 {

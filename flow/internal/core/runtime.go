@@ -215,7 +215,7 @@ type run struct {
 	calls       []recordedCall
 	results     map[string]bundle.Result
 	pos         int
-	counters    map[string]int
+	counters    map[string]*int
 	seen        map[string]bool
 	lastSeq     int64
 	events      [3]Event         // the batch of a call's append (no allocation per call)
@@ -277,7 +277,7 @@ func (rt *Runtime) execute(ctx context.Context, t *target, p RunParams) (Outcome
 		system:   p.System,
 		clock:    cmp.Or(p.Clock, rt.cfg.Clock),
 		results:  make(map[string]bundle.Result, len(rec.Results)),
-		counters: make(map[string]int),
+		counters: make(map[string]*int),
 		seen:     make(map[string]bool),
 	}
 	if r.models == nil {
@@ -577,8 +577,13 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 func (r *run) newCallLocked(s callSpec, canon json.RawMessage, fp string, ferr error) (Call, error) {
 	key := s.key
 	if key == "" {
-		n := r.counters[s.counter]
-		r.counters[s.counter] = n + 1
+		next := r.counters[s.counter] // one map operation per call
+		if next == nil {
+			next = new(int)
+			r.counters[s.counter] = next
+		}
+		n := *next
+		*next++
 		var b [48]byte // one allocation for the key, not two
 		buf := b[:0]
 		if !s.bare {
