@@ -46,20 +46,20 @@ type memEvent struct {
 	prov  uint8 // index in provenances
 }
 
-// kinds are the event kinds a compact memEvent holds, by code (0: none).
+// kinds are the event kinds a compact memEvent holds, by code (0 is the
+// empty kind).
 var kinds = [...]EventKind{1: runevent.CallStart, runevent.CallDone, runevent.CaseCall, runevent.RunSubmitted,
 	runevent.RunStart, runevent.CaseOutcome, runevent.CaseCharge, runevent.SuitePlan, runevent.SuiteProgress,
 	runevent.SuiteOutcome, runevent.RunComplete, runevent.RunError, runevent.RunCancelled}
 
-// provenances are the provenances a compact memEvent holds, by code; 0 is
-// none.
+// provenances are the provenances a compact memEvent holds, by code (0 is
+// none).
 var provenances = [...]string{0: "", 1: "reused", 2: "simulated", 3: "live", 4: "changed"}
 
-// codeOf returns the index of v in table, or 0 (ok false) when it is not
-// there; table[0] is "" (for kinds, no code).
+// codeOf returns the index of v in table; ok is false when it is not there.
 func codeOf[T ~string](table []T, v T) (code uint8, ok bool) {
 	for i, t := range table {
-		if t == v && (i > 0 || v == "") {
+		if t == v {
 			return uint8(i), true
 		}
 	}
@@ -78,12 +78,13 @@ const (
 // compact stores ev.
 func compact(ev *Event) memEvent {
 	me := memEvent{call: ev.Call, extra: ev.Extra, atUS: ev.At.UnixMicro()}
-	kind, kindOK := codeOf(kinds[:], ev.Kind)
-	prov, provOK := codeOf(provenances[:], ev.Provenance)
-	me.kind, me.prov = kind, prov
+	var kindOK, provOK bool
+	me.kind, kindOK = codeOf(kinds[:], ev.Kind)
+	me.prov, provOK = codeOf(provenances[:], ev.Provenance)
 	// Only the fields the compact form holds may be set; a member the event
 	// lacks (Event.Lacks, of an event decoded from JSON) is zero in its field.
-	others := !kindOK || !provOK || ev.At.Unix() < minAtSec || ev.At.Unix() > maxAtSec ||
+	sec := ev.At.Unix()
+	others := !kindOK || !provOK || sec < minAtSec || sec > maxAtSec ||
 		len(ev.Inputs) != 0 || ev.CodeVersion != "" || !ev.WakeAt.IsZero() || ev.Tool != "" ||
 		len(ev.Result) != 0 || ev.Code != "" || ev.Message != "" || ev.StopKey != "" || ev.StopToken != "" ||
 		ev.CallSeq != 0 && ev.Kind != runevent.CaseCall
