@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -316,5 +317,104 @@ func TestAnnotatorEventInTheCallsAppend(t *testing.T) {
 	}
 	if !slices.Equal(a.observed, wantObs) {
 		t.Errorf("observed:\n%q\nwant\n%q", a.observed, wantObs)
+	}
+}
+
+// recordingResolver is a resolver that holds recorded inputs (a stand-in
+// for the case-run engine's host.RecordedInputs): by call id, the input and
+// the fingerprint it vouches for. It answers every call live and notes what
+// it was asked.
+type recordingResolver struct {
+	inputs map[string]json.RawMessage
+	fp     string
+
+	mu    sync.Mutex
+	asked []string
+	seen  map[string]string // call id → the fingerprint Resolve got
+}
+
+func (r *recordingResolver) RecordedInput(seq int, kind host.CallKind, key, name string) (json.RawMessage, string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id := string(kind) + ":" + key
+	r.asked = append(r.asked, fmt.Sprintf("%d %s %s", seq, id, name))
+	in, ok := r.inputs[id]
+	return in, r.fp, ok
+}
+
+func (r *recordingResolver) Resolve(_ context.Context, c host.Call) (host.Resolution, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seen[c.ID()] = c.Fingerprint
+	return host.Live(), nil
+}
+
+// A resolver that holds a call's recorded input gives the call its recorded
+// fingerprint when the call's canonical input is that input byte for byte
+// (nothing is hashed), and only then: a different input, or a call it does
+// not hold, is fingerprinted from its input.
+func TestRecordedInputsFingerprint(t *testing.T) {
+	t.Parallel()
+	vouched := strings.Repeat("ab", 32)
+	r := &recordingResolver{
+		inputs: map[string]json.RawMessage{
+			"step:fetch:0": json.RawMessage(`{"id":1,"q":"a"}`),
+			"step:fetch:1": json.RawMessage(`{"id":2,"q":"was"}`),
+		},
+		fp:   vouched,
+		seen: map[string]string{},
+	}
+	e := setup(t)
+	type in struct {
+		Q  string `json:"q"`
+		ID int    `json:"id"`
+	}
+	mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, int]{
+		CodeVersion: "test/v1", Name: "fetcher", Steps: []flow.Decl{flow.DeclareStep("fetch", flow.Read)},
+		Run: func(ctx context.Context, _ none) (int, error) {
+			sum := 0
+			for _, x := range []in{{"a", 1}, {"now", 2}, {"c", 3}} {
+				n, err := flow.Step(ctx, "fetch", x, func(_ context.Context, x in) (int, error) { return x.ID, nil })
+				if err != nil {
+					return 0, err
+				}
+				sum += n
+			}
+			return sum, nil
+		},
+	}))
+	out, err := e.rt.Run(context.Background(), host.RunParams{RunID: "r", Target: "fetcher", Resolver: r})
+	if err != nil || out.Status != host.StatusComplete || string(out.Result) != "6" {
+		t.Fatalf("%+v %v", out, err)
+	}
+	hash := func(v any) string {
+		_, fp, err := host.Fingerprint(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fp
+	}
+	want := map[string]string{
+		"step:fetch:0": vouched,            // the recorded input, byte for byte
+		"step:fetch:1": hash(in{"now", 2}), // recorded with another input
+		"step:fetch:2": hash(in{"c", 3}),   // not recorded
+	}
+	journaled := map[string]string{}
+	for _, ev := range e.log.Events("r") {
+		if ev.Kind == runevent.CallStart {
+			journaled[ev.Call.ID()] = ev.Call.Fingerprint
+			if ev.Call.ID() == "step:fetch:0" && string(ev.Input) != `{"id":1,"q":"a"}` {
+				t.Errorf("call:start of step:fetch:0 journals input %s", ev.Input)
+			}
+		}
+	}
+	for id, fp := range want {
+		if r.seen[id] != fp || journaled[id] != fp {
+			t.Errorf("%s: Resolve got fingerprint %s, call:start journals %s; want %s", id, r.seen[id], journaled[id], fp)
+		}
+	}
+	wantAsked := []string{"0 step:fetch:0 fetch", "1 step:fetch:1 fetch", "2 step:fetch:2 fetch"}
+	if !slices.Equal(r.asked, wantAsked) {
+		t.Errorf("RecordedInput asked %q, want %q", r.asked, wantAsked)
 	}
 }

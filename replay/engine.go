@@ -350,6 +350,35 @@ func (e *engine) Resolve(ctx context.Context, c host.Call) (host.Resolution, err
 	return e.ladder(ctx, c)
 }
 
+// RecordedInput implements host.RecordedInputs for a post-fork call: the
+// input and fingerprint its recorded result holds, when the recording keeps
+// the input and the code declares the call's volatile-field rules the
+// recording holds (a call before the fork is checked against the history,
+// and one under changed rules is fingerprinted under both).
+func (e *engine) RecordedInput(seq int, kind host.CallKind, key, name string) (json.RawMessage, string, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.p.FromStart && seq < len(e.prefix) {
+		return nil, "", false
+	}
+	k := callKey{kind, key}
+	i, ok := e.index.find(k)
+	if !ok {
+		return nil, "", false
+	}
+	if e.hasRules {
+		c := host.Call{CallRef: host.CallRef{Kind: kind, Key: key}, Name: name}
+		if _, changed := e.recordedRules(c); changed {
+			return nil, "", false
+		}
+	}
+	in := e.recordedInputAt(k, i)
+	if in == nil {
+		return nil, "", false
+	}
+	return in, e.p.Bundle.Results[i].Fingerprint, true
+}
+
 func (e *engine) stop(c host.Call, code messages.Code, format string, args ...any) host.Resolution {
 	return host.StopWith(&host.StopError{Code: code, Message: fmt.Sprintf(format, args...), StopKey: c.ID()})
 }

@@ -255,6 +255,12 @@ type Observer = core.Observer
 // case:call line.
 type Annotator = core.Annotator
 
+// RecordedInputs may be implemented by a Resolver that holds a recording:
+// a call made with its recorded input, byte for byte and under the same
+// volatile-field rules, takes the recorded fingerprint instead of being
+// hashed again (a case-run engine).
+type RecordedInputs = core.RecordedInputs
+
 // Outcome is how a run ended.
 type Outcome = core.Outcome
 

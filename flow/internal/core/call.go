@@ -91,18 +91,7 @@ type Call struct {
 // the usual types are written directly) and its fingerprint:
 // the lowercase hex SHA-256 of that canonical JSON.
 func Fingerprint(input any) (canonicalInput json.RawMessage, fingerprint string, err error) {
-	if canonicalInput, fingerprint, ok := appendGoFingerprinted(input); ok {
-		return canonicalInput, fingerprint, nil
-	}
-	raw, err := json.Marshal(input)
-	if err != nil {
-		return nil, "", fmt.Errorf("flow: encode input: %w", err)
-	}
-	canonicalInput, err = canonical(raw)
-	if err != nil {
-		return nil, "", fmt.Errorf("flow: canonicalize input: %w", err)
-	}
-	return canonicalInput, fingerprintOf(canonicalInput), nil
+	return FingerprintRules(input, nil)
 }
 
 // fingerprintOf returns the lowercase hex SHA-256 of b, in one allocation

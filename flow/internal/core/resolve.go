@@ -30,6 +30,18 @@ type ResolverFunc func(ctx context.Context, c Call) (Resolution, error)
 // Resolve implements Resolver.
 func (f ResolverFunc) Resolve(ctx context.Context, c Call) (Resolution, error) { return f(ctx, c) }
 
+// RecordedInputs may be implemented by a Resolver that holds a recording,
+// so that a call made with its recorded input, byte for byte, is not hashed
+// again. RecordedInput returns the canonical input and the fingerprint the
+// recording holds for the call at position seq with that kind, key and name
+// (Call.Name), when the recording keeps its input and gives the call the
+// volatile-field rules the code gives it: the same input then has the same
+// fingerprint. ok is false otherwise. It is called under the run's lock,
+// before the call's Resolve; the runtime keeps input (it does not change it).
+type RecordedInputs interface {
+	RecordedInput(seq int, kind CallKind, key, name string) (input json.RawMessage, fingerprint string, ok bool)
+}
+
 // Observer may be implemented by a Resolver to see every call it resolved
 // once the call's call:done and result are in the journal: a case-run engine
 // counts live calls and spend here.

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -205,6 +206,7 @@ type run struct {
 	id       string
 	t        *target
 	resolver Resolver
+	recorded RecordedInputs // the resolver, when it is one; else nil
 	models   ModelClient
 	override ModelClient // RunParams.Models, which the run's children use too
 	model    string
@@ -283,6 +285,7 @@ func (rt *Runtime) execute(ctx context.Context, t *target, p RunParams) (Outcome
 	if r.models == nil {
 		r.models = cmp.Or(t.client, rt.cfg.Models)
 	}
+	r.recorded, _ = r.resolver.(RecordedInputs)
 	var start *Event
 	for i := range rec.Events {
 		ev := &rec.Events[i]
@@ -522,7 +525,8 @@ func (r *run) appendLocked(runCtx, wctx context.Context, b Batch) error {
 // resolves it, journals it and hands its result to decode. It returns nil,
 // a *CallError (the call's recorded error) or the error that stops the run.
 func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(json.RawMessage) error) (err error) {
-	canon, fp, ferr := FingerprintRules(s.input, s.rules)
+	in := writeInput(s.input)
+	defer in.release()
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -532,7 +536,7 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 	if ctx.Err() != nil {
 		return r.abandonLocked(ctx)
 	}
-	c, err := r.newCallLocked(s, canon, fp, ferr)
+	c, err := r.newCallLocked(s, &in)
 	if err != nil {
 		return err
 	}
@@ -570,11 +574,11 @@ func (r *run) call(ctx context.Context, s callSpec, live liveFunc, decode func(j
 	return r.doneCallLocked(ctx, c, res, st, result, cerr, decode)
 }
 
-// newCallLocked is the identity of the call s makes: its key (the next of
-// its counter unless s fixes one), fingerprint, token and position. A call
-// whose input does not fingerprint, or a fixed key made twice, stops the
-// run.
-func (r *run) newCallLocked(s callSpec, canon json.RawMessage, fp string, ferr error) (Call, error) {
+// newCallLocked is the identity of the call s makes with input in: its key
+// (the next of its counter unless s fixes one), fingerprint, token and
+// position. A call whose input does not fingerprint, or a fixed key made
+// twice, stops the run.
+func (r *run) newCallLocked(s callSpec, in *callInput) (Call, error) {
 	key := s.key
 	if key == "" {
 		next := r.counters[s.counter] // one map operation per call
@@ -592,13 +596,14 @@ func (r *run) newCallLocked(s callSpec, canon json.RawMessage, fp string, ferr e
 		key = string(strconv.AppendInt(buf, int64(n), 10))
 	}
 	c := Call{
-		CallRef: CallRef{Kind: s.kind, Key: key, Fingerprint: fp, Effect: s.effect},
+		CallRef: CallRef{Kind: s.kind, Key: key, Effect: s.effect},
 		RunID:   r.id,
-		Input:   canon,
 		Name:    s.name,
 		Token:   s.token,
 		Seq:     r.pos,
 	}
+	var ferr error
+	c.Input, c.Fingerprint, ferr = r.inputLocked(&c, in, s.rules)
 	if s.tokenIsKey {
 		c.Token = "step:" + key
 	}
@@ -621,6 +626,19 @@ func (r *run) newCallLocked(s callSpec, canon json.RawMessage, fp string, ferr e
 		r.seen[id] = true
 	}
 	return c, nil
+}
+
+// inputLocked returns the input call c keeps and its fingerprint: the
+// recording's own when the resolver holds c recorded with this very input
+// (RecordedInputs), so that a replayed call hashes nothing, else in's bytes
+// copied out of their buffer and hashed under rules.
+func (r *run) inputLocked(c *Call, in *callInput, rules *volatile.Rules) (json.RawMessage, string, error) {
+	if r.recorded != nil && in.err == nil {
+		if input, fp, ok := r.recorded.RecordedInput(c.Seq, c.Kind, c.Key, c.Name); ok && bytes.Equal(input, in.canon) {
+			return input[:len(input):len(input)], fp, nil
+		}
+	}
+	return in.keep(rules)
 }
 
 // fromJournalLocked checks the call against the run's own journal: a call

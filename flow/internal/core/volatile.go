@@ -2,7 +2,6 @@ package core
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/pyrula/caseworker/bundle"
@@ -15,15 +14,9 @@ import (
 // volatile fields removed, the prompt patterns' matches removed from the
 // prompt text). With nil rules it is Fingerprint.
 func FingerprintRules(input any, rules *volatile.Rules) (canonicalInput json.RawMessage, fingerprint string, err error) {
-	canonicalInput, fingerprint, err = Fingerprint(input)
-	if err != nil || rules == nil {
-		return canonicalInput, fingerprint, err
-	}
-	masked, err := rules.Mask(canonicalInput)
-	if err != nil {
-		return nil, "", fmt.Errorf("flow: volatile rules: %w", err)
-	}
-	return canonicalInput, fingerprintOf(masked), nil
+	in := writeInput(input)
+	defer in.release()
+	return in.keep(rules)
 }
 
 // VolatileOf returns the volatile-field rules that reg (a target's
