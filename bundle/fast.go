@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 
 	"github.com/klauspost/compress/zstd"
@@ -86,6 +87,13 @@ func readWhole(br *bufio.Reader, length int64, opts Options) (c *Canonical, err 
 			return rest()
 		}
 	case enc == EncodingZstd:
+		if c, tried, ok := readFed(raw, limit, opts); tried {
+			if !ok {
+				return rest()
+			}
+			c.encoding = enc
+			return c, nil, true
+		}
 		if src, err = decompressAtMost(raw, limit, limit+overRead(limit)); err != nil {
 			return rest()
 		}
@@ -103,6 +111,62 @@ func readWhole(br *bufio.Reader, length int64, opts Options) (c *Canonical, err 
 	}
 	src = nil
 	return rest()
+}
+
+// contentSize returns the decompressed size a zstd blob's frame header
+// states, when it states one.
+func contentSize(blob []byte) (int64, bool) {
+	var h zstd.Header
+	if h.Decode(blob) != nil || !h.HasFCS || h.FrameContentSize > math.MaxInt32 {
+		return 0, false
+	}
+	return int64(h.FrameContentSize), true
+}
+
+// readFed reads a blob of at least feedFrom bytes (as its frame header
+// states, and at most limit) while it is decompressed on a second core
+// (tried): readCanonicalFast of the bytes as they come. ok is false on
+// anything unexpected; the general path then gives the verdict.
+func readFed(blob []byte, limit int64, opts Options) (c *Canonical, tried, ok bool) {
+	size, known := contentSize(blob)
+	if !known || size < cmp.Or(opts.feedAt, feedFrom) || size > limit {
+		return nil, false, false
+	}
+	f := startFeed(blob, size, cmp.Or(opts.feedStep, feedPiece))
+	if f == nil {
+		return nil, false, false
+	}
+	c, ok = readCanonicalFed(f, opts)
+	f.close()
+	feedTaken(ok)
+	return c, true, ok
+}
+
+// readCanonicalFed is readCanonicalFast of the bytes f decompresses,
+// checked as they come; f hashes them once they are all there.
+func readCanonicalFed(f *feed, opts Options) (*Canonical, bool) {
+	r := newFastReader(f.buf, opts.maxCanonical())
+	r.feed, r.srcHash = f, f.hash
+	if opts.Decode {
+		r.decoded = &resultDecoder{ok: true}
+	}
+	if !r.scanFast(nil) {
+		return nil, false
+	}
+	c, err := r.finish()
+	// Every byte was there for the checks, but the frame may still go on
+	// past its stated size (f failed after them).
+	if err != nil || int64(len(f.buf)) != c.size || !f.ok() {
+		return nil, false
+	}
+	c.whole = f.buf
+	if d := r.decoded; d != nil && d.ok {
+		if d.results == nil {
+			d.results = []Result{}
+		}
+		c.decoded.Store(&d.results)
+	}
+	return c, true
 }
 
 // overRead is how much input past the limit the fast path reads of an
@@ -323,6 +387,9 @@ func newFastReader(src []byte, maxCanonical int64) *reader {
 // valid (see canonicalPrefix).
 func (r *reader) scanFast(progress *int) bool {
 	s := canonjson.NewScanner(r.buf)
+	if r.feed != nil {
+		s.Reset(r.buf[:0], 0) // what is decompressed: ahead
+	}
 	counted := 0 // how far the bytes scanned have been counted in a spill
 	done := func() {
 		if progress != nil {
@@ -333,6 +400,9 @@ func (r *reader) scanFast(progress *int) bool {
 			counted = s.Pos()
 		}
 	}
+	// Each piece below is checked again from its start when it failed only
+	// for lack of decompressed bytes (retry).
+	r.ahead(s)
 	if !s.Skip(canonicalHead) {
 		return false
 	}
@@ -340,7 +410,8 @@ func (r *reader) scanFast(progress *int) bool {
 	r.histStart = s.Pos()
 	var hv historyVisitor
 	hvisit := hv.member
-	for i := 0; s.Peek() != ']'; i++ {
+	i := 0
+	event := func() bool {
 		if (i > 0 && !s.Skip(",")) || s.Peek() != '{' {
 			return false
 		}
@@ -350,18 +421,31 @@ func (r *reader) scanFast(progress *int) bool {
 			return false
 		}
 		r.addHistory(start, &hv)
+		return true
+	}
+	for ; ; i++ {
+		r.ahead(s)
+		if s.Peek() == ']' {
+			break
+		}
+		if at := s.Pos(); !event() && !(r.retry(s, at) && event()) {
+			return false
+		}
 		done()
 	}
 	r.histEnd = s.Pos()
-	if !s.Skip(`],"manifest":`) {
-		return false
+	manifest := func() bool {
+		if !s.Skip(`],"manifest":`) {
+			return false
+		}
+		r.manStart = s.Pos()
+		if _, err := s.Object(r.manifestMember); err != nil {
+			return false
+		}
+		r.manEnd = s.Pos()
+		return s.Skip(`,"results":[`)
 	}
-	r.manStart = s.Pos()
-	if _, err := s.Object(r.manifestMember); err != nil {
-		return false
-	}
-	r.manEnd = s.Pos()
-	if !s.Skip(`,"results":[`) {
+	if at := s.Pos(); !manifest() && !(r.retry(s, at) && manifest()) {
 		return false
 	}
 	done()
@@ -376,13 +460,18 @@ func (r *reader) scanFast(progress *int) bool {
 			return rv.member(name, value)
 		}
 	}
-	for i := 0; s.Peek() != ']'; i++ {
+	i = 0
+	result := func() bool {
 		if (i > 0 && !s.Skip(",")) || s.Peek() != '{' {
 			return false
 		}
-		start := s.Pos()
+		start, keys := s.Pos(), len(r.keys)
 		rv.f = resultFields{}
 		if _, err := s.Object(rvisit); err != nil {
+			r.keys = r.keys[:keys] // a retry decodes its key again
+			if r.decoded != nil {
+				r.decoded.r = Result{}
+			}
 			return false
 		}
 		if r.addResult(start, s.Pos(), &rv.f) != nil || !r.resultsSorted {
@@ -391,9 +480,20 @@ func (r *reader) scanFast(progress *int) bool {
 		if r.decoded != nil {
 			r.decoded.end(s.Pos()-start, len(r.buf)-s.Pos())
 		}
+		return true
+	}
+	for ; ; i++ {
+		r.ahead(s)
+		if s.Peek() == ']' {
+			break
+		}
+		if at := s.Pos(); !result() && !(r.retry(s, at) && result()) {
+			return false
+		}
 		done()
 	}
 	r.resEnd = s.Pos()
+	r.ahead(s)
 	if !s.Skip(`]}`) || s.Pos() != len(r.buf) {
 		return false
 	}

@@ -74,9 +74,12 @@ func FuzzReadFast(f *testing.F) {
 		// blob decompressed, into the spill) gives the same.
 		spilled := opts
 		spilled.SpillDir, spilled.spillAt, spilled.Compress = t.TempDir(), 1, true
+		// A blob checked while it is decompressed, 7 bytes at a time.
+		fed := opts
+		fed.feedAt, fed.feedStep, fed.Decode = 1, 7, true
 		for _, src := range [][]byte{in, zstdOf(in)} {
 			want, wantErr := Read(bytes.NewReader(src), general)
-			for _, o := range []Options{opts, spilled} {
+			for _, o := range []Options{opts, spilled, fed} {
 				got, gotErr := Read(bytes.NewReader(src), o)
 				if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
 					t.Fatalf("fast path (spill %q) error %v, general path error %v", o.SpillDir, gotErr, wantErr)
@@ -210,9 +213,11 @@ func TestReadFastOverLimitAgrees(t *testing.T) {
 		general.general = true
 		spilled := opts
 		spilled.SpillDir, spilled.spillAt = t.TempDir(), 1
+		fed := opts
+		fed.feedAt, fed.feedStep = 1, 4096
 		for _, src := range [][]byte{in, zstdOf(in)} {
 			_, want := Read(bytes.NewReader(src), general)
-			for _, o := range []Options{opts, spilled} {
+			for _, o := range []Options{opts, spilled, fed} {
 				for _, r := range []io.Reader{bytes.NewReader(src), counted{bytes.NewReader(src)}} {
 					_, got := Read(r, o)
 					if got == nil || want == nil || got.Error() != want.Error() {

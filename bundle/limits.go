@@ -49,6 +49,12 @@ type Options struct {
 	// goroutines in runs of about split bytes whatever the bundle's size
 	// (tests of the parallel read use tiny runs).
 	split int
+	// feedAt and feedStep, when set, are the blob size from which Read
+	// checks a blob while it is decompressed and the pieces it asks for
+	// (feedFrom and feedPiece otherwise): tests feed tiny bundles in tiny
+	// pieces.
+	feedAt   int64
+	feedStep int
 }
 
 // maxCanonical is the canonical size limit; it never passes 2 GiB, so that

@@ -459,8 +459,11 @@ type reader struct {
 	// srcHash, when set, gives the hash of buf as it was read: the fast
 	// path's input is the canonical bytes themselves.
 	srcHash <-chan Hash
-	sent    int
-	stage   int
+	// feed, when set, is the blob that buf is decompressed from while it
+	// is checked (scanFast sees only what is decompressed: ahead, retry).
+	feed  *feed
+	sent  int
+	stage int
 
 	// split, when set, is about how many input bytes of a long array's
 	// elements one goroutine canonicalises at a time (readParallel).

@@ -33,6 +33,13 @@ type Scanner struct {
 // NewScanner returns a Scanner at the start of src.
 func NewScanner(src []byte) *Scanner { return &Scanner{src: src} }
 
+// Reset makes the Scanner read src from offset pos: a longer view of the
+// same text, for a caller that gets the text in pieces.
+func (s *Scanner) Reset(src []byte, pos int) { s.src, s.pos, s.depth = src, pos, 0 }
+
+// Len is the length of the text the Scanner reads.
+func (s *Scanner) Len() int { return len(s.src) }
+
 // Pos is the offset of the next byte to read.
 func (s *Scanner) Pos() int { return s.pos }
 
