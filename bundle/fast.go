@@ -145,6 +145,7 @@ func readFed(blob []byte, limit int64, opts Options) (c *Canonical, tried, ok bo
 // readCanonicalFed is readCanonicalFast of the bytes f decompresses,
 // checked as they come; f hashes them once they are all there.
 func readCanonicalFed(f *feed, opts Options) (*Canonical, bool) {
+	f.wait(1) // buf is made
 	r := newFastReader(f.buf, opts.maxCanonical())
 	r.feed, r.srcHash = f, f.hash
 	if opts.Decode {

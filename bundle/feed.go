@@ -37,7 +37,7 @@ var errFeedSize = errors.New("bundle: the frame does not hold the content size i
 
 // feed is a blob being decompressed into buf.
 type feed struct {
-	buf  []byte
+	buf  []byte    // made by run; read it once wait has returned
 	step int       // how much the goroutine hands over at a time (feedPiece)
 	hash chan Hash // the hash of buf once all of it is decompressed; closed
 
@@ -59,14 +59,17 @@ func startFeed(blob []byte, size int64, step int) *feed {
 	if runtime.GOMAXPROCS(0) < 2 {
 		return nil
 	}
-	f := &feed{buf: make([]byte, size), step: step, hash: make(chan Hash, 1), done: make(chan struct{})}
+	f := &feed{step: step, hash: make(chan Hash, 1), done: make(chan struct{})}
 	f.more = sync.NewCond(&f.mu)
-	go f.run(blob)
+	go f.run(blob, size)
 	return f
 }
 
-func (f *feed) run(blob []byte) {
+// run decompresses blob into buf, which it makes (the zeroing of a large
+// buffer takes time too): the reader takes buf once wait returns.
+func (f *feed) run(blob []byte, size int64) {
 	defer close(f.done)
+	f.buf = make([]byte, size)
 	err := f.decompress(blob)
 	f.mu.Lock()
 	f.ended, f.failed = true, err != nil
