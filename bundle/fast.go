@@ -402,7 +402,20 @@ func (r *reader) scanFast(progress *int) bool {
 		}
 	}
 	// Each piece below is checked again from its start when it failed only
-	// for lack of decompressed bytes (retry).
+	// for lack of decompressed bytes (retry). elements checks the elements
+	// of an array, up to its ']', with element (given its index).
+	elements := func(element func(i int) bool) bool {
+		for i := 0; ; i++ {
+			r.ahead(s)
+			if s.Peek() == ']' {
+				return true
+			}
+			if at := s.Pos(); !element(i) && !(r.retry(s, at) && element(i)) {
+				return false
+			}
+			done()
+		}
+	}
 	r.ahead(s)
 	if !s.Skip(canonicalHead) {
 		return false
@@ -411,8 +424,7 @@ func (r *reader) scanFast(progress *int) bool {
 	r.histStart = s.Pos()
 	var hv historyVisitor
 	hvisit := hv.member
-	i := 0
-	event := func() bool {
+	event := func(i int) bool {
 		if (i > 0 && !s.Skip(",")) || s.Peek() != '{' {
 			return false
 		}
@@ -424,15 +436,8 @@ func (r *reader) scanFast(progress *int) bool {
 		r.addHistory(start, &hv)
 		return true
 	}
-	for ; ; i++ {
-		r.ahead(s)
-		if s.Peek() == ']' {
-			break
-		}
-		if at := s.Pos(); !event() && !(r.retry(s, at) && event()) {
-			return false
-		}
-		done()
+	if !elements(event) {
+		return false
 	}
 	r.histEnd = s.Pos()
 	manifest := func() bool {
@@ -461,8 +466,7 @@ func (r *reader) scanFast(progress *int) bool {
 			return rv.member(name, value)
 		}
 	}
-	i = 0
-	result := func() bool {
+	result := func(i int) bool {
 		if (i > 0 && !s.Skip(",")) || s.Peek() != '{' {
 			return false
 		}
@@ -483,15 +487,8 @@ func (r *reader) scanFast(progress *int) bool {
 		}
 		return true
 	}
-	for ; ; i++ {
-		r.ahead(s)
-		if s.Peek() == ']' {
-			break
-		}
-		if at := s.Pos(); !result() && !(r.retry(s, at) && result()) {
-			return false
-		}
-		done()
+	if !elements(result) {
+		return false
 	}
 	r.resEnd = s.Pos()
 	r.ahead(s)
