@@ -631,7 +631,9 @@ func (r *run) newCallLocked(s callSpec, in *callInput) (Call, error) {
 // inputLocked returns the input call c keeps and its fingerprint: the
 // recording's own when the resolver holds c recorded with this very input
 // (RecordedInputs), so that a replayed call hashes nothing, else in's bytes
-// copied out of their buffer and hashed under rules.
+// copied out of their buffer and hashed under rules. The hash needs the
+// call's key, so it is taken under the run's lock: the concurrent calls of
+// a Gather hash one at a time.
 func (r *run) inputLocked(c *Call, in *callInput, rules *volatile.Rules) (json.RawMessage, string, error) {
 	if r.recorded != nil && in.err == nil {
 		if input, fp, ok := r.recorded.RecordedInput(c.Seq, c.Kind, c.Key, c.Name); ok && bytes.Equal(input, in.canon) {
