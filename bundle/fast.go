@@ -160,14 +160,20 @@ func readCanonicalFed(f *feed, opts Options) (*Canonical, bool) {
 	if err != nil || int64(len(f.buf)) != c.size || !f.ok() {
 		return nil, false
 	}
-	c.whole = f.buf
+	r.keepWhole(c)
+	return c, true
+}
+
+// keepWhole makes r.buf, the canonical bytes themselves, c's buffer, with
+// the results decoded as they were checked (Options.Decode).
+func (r *reader) keepWhole(c *Canonical) {
+	c.whole = r.buf
 	if d := r.decoded; d != nil && d.ok {
 		if d.results == nil {
 			d.results = []Result{}
 		}
 		c.decoded.Store(&d.results)
 	}
-	return c, true
 }
 
 // overRead is how much input past the limit the fast path reads of an
@@ -347,13 +353,7 @@ func readCanonicalFast(src []byte, opts Options, sp *spill) (c *Canonical, ok bo
 		return nil, false
 	}
 	if sp == nil && int64(len(src)) == c.size {
-		c.whole = src
-		if d := r.decoded; d != nil && d.ok {
-			if d.results == nil {
-				d.results = []Result{}
-			}
-			c.decoded.Store(&d.results)
-		}
+		r.keepWhole(c)
 	}
 	// The blob is not made here: WriteBlob and Blob compress as they write.
 	return c, true
