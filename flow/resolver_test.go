@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"github.com/pyrula/caseworker/flow"
 	"github.com/pyrula/caseworker/flow/host"
@@ -328,9 +330,12 @@ type recordingResolver struct {
 	inputs map[string]json.RawMessage
 	fp     string
 
+	next []string // NextKey's answers, by position
+
 	mu    sync.Mutex
 	asked []string
 	seen  map[string]string // call id → the fingerprint Resolve got
+	keys  map[string]*byte  // call id → where the key Resolve got keeps its bytes
 }
 
 func (r *recordingResolver) RecordedInput(seq int, kind host.CallKind, key, name string) (json.RawMessage, string, bool) {
@@ -342,11 +347,63 @@ func (r *recordingResolver) RecordedInput(seq int, kind host.CallKind, key, name
 	return in, r.fp, ok
 }
 
+// NextKey expects the keys of next, by position, as recorded.
+func (r *recordingResolver) NextKey(seq int, kind host.CallKind) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if seq < len(r.next) && kind == host.KindStep {
+		return r.next[seq]
+	}
+	return ""
+}
+
 func (r *recordingResolver) Resolve(_ context.Context, c host.Call) (host.Resolution, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seen[c.ID()] = c.Fingerprint
+	if r.keys != nil {
+		r.keys[c.ID()] = unsafe.StringData(c.Key)
+	}
 	return host.Live(), nil
+}
+
+// A call whose key is the one the resolver expects next (NextKey) keeps the
+// resolver's string; a call with another key keeps its own, whatever the
+// resolver expected.
+func TestNextKeyKeepsTheRecordedString(t *testing.T) {
+	t.Parallel()
+	// Built at run time, so that no key of the run can share their bytes.
+	expected := []string{strings.Repeat("fetch:", 1) + "0", "fetch:" + strconv.Itoa(7), "other:2"}
+	r := &recordingResolver{next: expected, seen: map[string]string{}, keys: map[string]*byte{}}
+	e := setup(t)
+	mustRegister(t, flow.RegisterWorkflow(e.reg, flow.Workflow[none, int]{
+		CodeVersion: "test/v1", Name: "fetcher", Steps: []flow.Decl{flow.DeclareStep("fetch", flow.Read)},
+		Run: func(ctx context.Context, _ none) (int, error) {
+			for i := range 3 {
+				if _, err := flow.Step(ctx, "fetch", i, func(_ context.Context, i int) (int, error) { return i, nil }); err != nil {
+					return 0, err
+				}
+			}
+			return 0, nil
+		},
+	}))
+	out, err := e.rt.Run(context.Background(), host.RunParams{RunID: "r", Target: "fetcher", Resolver: r})
+	if err != nil || out.Status != host.StatusComplete {
+		t.Fatalf("%+v %v", out, err)
+	}
+	if got := r.keys["step:fetch:0"]; got != unsafe.StringData(expected[0]) {
+		t.Errorf("step:fetch:0, the key expected: Resolve got its own string, not the resolver's")
+	}
+	for _, id := range []string{"step:fetch:1", "step:fetch:2"} {
+		if _, ok := r.seen[id]; !ok {
+			t.Errorf("%s was not resolved under its own key (resolved: %v)", id, r.seen)
+		}
+		for _, k := range expected {
+			if r.keys[id] == unsafe.StringData(k) {
+				t.Errorf("%s got the resolver's key %q", id, k)
+			}
+		}
+	}
 }
 
 // A resolver that holds a call's recorded input gives the call its recorded

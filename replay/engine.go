@@ -379,6 +379,18 @@ func (e *engine) RecordedInput(seq int, kind host.CallKind, key, name string) (j
 	return in, e.p.Bundle.Results[i].Fingerprint, true
 }
 
+// NextKey implements host.RecordedInputs: the key of the result the index
+// expects next, when it is of that kind and the call at seq is after the
+// fork (calls before it are checked against the history).
+func (e *engine) NextKey(seq int, kind host.CallKind) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.p.FromStart && seq < len(e.prefix) {
+		return ""
+	}
+	return e.index.nextKey(kind)
+}
+
 func (e *engine) stop(c host.Call, code messages.Code, format string, args ...any) host.Resolution {
 	return host.StopWith(&host.StopError{Code: code, Message: fmt.Sprintf(format, args...), StopKey: c.ID()})
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/pyrula/caseworker/bundle"
+	"github.com/pyrula/caseworker/flow/host"
 	"github.com/pyrula/caseworker/internal/callkeys"
 )
 
@@ -93,6 +94,17 @@ func (x *recordIndex) find(k callKey) (int, bool) {
 		x.next = int(x.rank[i]) + 1
 	}
 	return i, ok
+}
+
+// nextKey returns the key of the result expected next (find's first
+// guess) when it is of that kind, else "".
+func (x *recordIndex) nextKey(kind host.CallKind) string {
+	if x.next < len(x.order) {
+		if r := &x.results[x.order[x.next]]; r.Kind == string(kind) {
+			return r.Key
+		}
+	}
+	return ""
 }
 
 // lookup returns the position in results of the result of call k, without

@@ -38,8 +38,15 @@ func (f ResolverFunc) Resolve(ctx context.Context, c Call) (Resolution, error) {
 // volatile-field rules the code gives it: the same input then has the same
 // fingerprint. ok is false otherwise. It is called under the run's lock,
 // before the call's Resolve; the runtime keeps input (it does not change it).
+//
+// NextKey returns the key of the call of that kind the recording expects
+// at position seq, "" for none: a call made with an equal key keeps the
+// recording's string, so that the resolver's comparisons of the two find
+// the same string (and the runtime allocates none). Called under the run's
+// lock too, before RecordedInput.
 type RecordedInputs interface {
 	RecordedInput(seq int, kind CallKind, key, name string) (input json.RawMessage, fingerprint string, ok bool)
+	NextKey(seq int, kind CallKind) string
 }
 
 // Observer may be implemented by a Resolver to see every call it resolved

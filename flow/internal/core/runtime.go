@@ -588,12 +588,17 @@ func (r *run) newCallLocked(s callSpec, in *callInput) (Call, error) {
 		}
 		n := *next
 		*next++
-		var b [48]byte // one allocation for the key, not two
+		var b [48]byte // at most one allocation for the key
 		buf := b[:0]
 		if !s.bare {
 			buf = append(append(buf, s.prefix...), ':')
 		}
-		key = string(strconv.AppendInt(buf, int64(n), 10))
+		buf = strconv.AppendInt(buf, int64(n), 10)
+		if rec := r.nextKeyLocked(s.kind); string(buf) == rec {
+			key = rec // the recording's string: none allocated
+		} else {
+			key = string(buf)
+		}
 	}
 	c := Call{
 		CallRef: CallRef{Kind: s.kind, Key: key, Effect: s.effect},
@@ -626,6 +631,15 @@ func (r *run) newCallLocked(s callSpec, in *callInput) (Call, error) {
 		r.seen[id] = true
 	}
 	return c, nil
+}
+
+// nextKeyLocked is the key the resolver's recording expects next for a
+// call of that kind (RecordedInputs.NextKey), "" for none.
+func (r *run) nextKeyLocked(kind CallKind) string {
+	if r.recorded == nil {
+		return ""
+	}
+	return r.recorded.NextKey(r.pos, kind)
 }
 
 // inputLocked returns the input call c keeps and its fingerprint: the
