@@ -32,7 +32,19 @@ var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }
 
 // appendGo is canonjson.AppendGo(nil, v) in a buffer of its own size: the
 // value is written in a recycled buffer and copied out once.
-func appendGo(v any) ([]byte, bool) { return inScratch(v, bytes.Clone) }
+func appendGo(v any) ([]byte, bool) {
+	buf := scratch.Get().(*[]byte)
+	out, ok := canonjson.AppendGo((*buf)[:0], v)
+	var kept []byte
+	if ok {
+		kept = bytes.Clone(out)
+	}
+	if cap(out) <= 64<<10 {
+		*buf = out[:0]
+		scratch.Put(buf)
+	}
+	return kept, ok
+}
 
 // maxSharedInput is the largest canonical input callInput.keep keeps in
 // one allocation with its fingerprint, so that a fingerprint kept after its
@@ -105,22 +117,6 @@ func (in *callInput) keep(rules *volatile.Rules) (input json.RawMessage, fingerp
 		return nil, "", fmt.Errorf("flow: volatile rules: %w", err)
 	}
 	return input, fingerprintOf(masked), nil
-}
-
-// inScratch writes canonjson.AppendGo of v in a recycled buffer and returns
-// what copyOut makes of it (copyOut must not keep the buffer); ok is
-// AppendGo's.
-func inScratch[T any](v any, copyOut func(canonical []byte) T) (kept T, ok bool) {
-	buf := scratch.Get().(*[]byte)
-	out, ok := canonjson.AppendGo((*buf)[:0], v)
-	if ok {
-		kept = copyOut(out)
-	}
-	if cap(out) <= 64<<10 {
-		*buf = out[:0]
-		scratch.Put(buf)
-	}
-	return kept, ok
 }
 
 // canonical returns the canonical JSON of raw, the output of encoding/json:
