@@ -29,14 +29,13 @@ import (
 // the type or the data is outside what it decodes, a value encoding/json
 // would refuse included; *dst is then partly set and must be dropped.
 func Decode[T any](data []byte, dst *T) bool {
-	v := reflect.ValueOf(dst).Elem()
-	dec := decoderOf(v.Type())
+	dec := decoderOf(reflect.TypeFor[T]())
 	if dec == nil {
 		return false
 	}
 	s := scanners.Get().(*scanner) // a decodeFunc's scanner escapes
 	*s = scanner{data: data}
-	ok := dec(s, v) && s.pos == len(data)
+	ok := dec(s, unsafe.Pointer(dst)) && s.pos == len(data)
 	*s = scanner{}
 	scanners.Put(s)
 	return ok
@@ -46,9 +45,12 @@ func Decode[T any](data []byte, dst *T) bool {
 // call.
 var scanners = sync.Pool{New: func() any { return new(scanner) }}
 
-// decodeFunc decodes the value at s's position into v (settable, holding
-// the zero value) and reports whether it could.
-type decodeFunc func(s *scanner, v reflect.Value) bool
+// decodeFunc decodes the value at s's position into the value of its type
+// at p (holding the zero value) and reports whether it could. The common
+// kinds are written through typed pointers (a string as a *string, a field
+// at its offset), not through reflect.Value's checks; slices and maps are
+// made with reflect.
+type decodeFunc func(s *scanner, p unsafe.Pointer) bool
 
 // decoders caches each type's decodeFunc; nil for a type Decode leaves to
 // encoding/json.
@@ -81,7 +83,7 @@ func (b *builder) build(t reflect.Type) decodeFunc {
 		return d.(decodeFunc)
 	}
 	if p, ok := b.building[t]; ok {
-		return func(s *scanner, v reflect.Value) bool {
+		return func(s *scanner, v unsafe.Pointer) bool {
 			d := *p
 			return d != nil && d(s, v)
 		}
@@ -116,11 +118,13 @@ func (b *builder) make(t reflect.Type) decodeFunc {
 		}
 		return decodeString
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return decodeInt
+		return decodeInt(t.Bits())
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		return decodeUint
-	case reflect.Float32, reflect.Float64:
-		return decodeFloat
+		return decodeUint(t.Bits())
+	case reflect.Float32:
+		return decodeFloat32
+	case reflect.Float64:
+		return decodeFloat64
 	case reflect.Interface:
 		if t.NumMethod() != 0 {
 			return nil
@@ -141,15 +145,15 @@ func (b *builder) pointer(t reflect.Type) decodeFunc {
 	if elem == nil {
 		return nil
 	}
-	return func(s *scanner, v reflect.Value) bool {
+	return func(s *scanner, p unsafe.Pointer) bool {
 		if s.peek() == 'n' {
-			return s.literal("null") // v is already nil
+			return s.literal("null") // *p is already nil
 		}
-		p := reflect.New(t.Elem())
-		if !elem(s, p.Elem()) {
+		v := reflect.New(t.Elem()).UnsafePointer()
+		if !elem(s, v) {
 			return false
 		}
-		v.Set(p)
+		*(*unsafe.Pointer)(p) = v
 		return true
 	}
 }
@@ -162,21 +166,24 @@ func (b *builder) slice(t reflect.Type) decodeFunc {
 	if elem == nil {
 		return nil
 	}
-	return func(s *scanner, v reflect.Value) bool {
+	size := t.Elem().Size()
+	return func(s *scanner, p unsafe.Pointer) bool {
 		null, ok := s.open('[')
 		if !ok || null {
-			return ok // v is already nil
+			return ok // *p is already nil
 		}
+		v := reflect.NewAt(t, p).Elem()
 		if s.close(']') {
 			v.Set(reflect.MakeSlice(t, 0, 0)) // [] is empty, not nil
 			return true
 		}
+		h := (*sliceHeader)(p)
 		for n := 0; ; n++ {
-			if n == v.Cap() {
-				v.Grow(max(n, 4)) // doubling, from 4: results' lists are short
+			if n == h.cap {
+				v.Grow(max(n, 4)) // doubling, from 4: results' lists are short (zeroed)
 			}
-			v.SetLen(n + 1)
-			if !elem(s, v.Index(n)) {
+			h.len = n + 1
+			if !elem(s, unsafe.Add(h.data, uintptr(n)*size)) {
 				return false
 			}
 			if !s.next() {
@@ -195,13 +202,13 @@ func (b *builder) mapOf(t reflect.Type) decodeFunc {
 	if elem == nil {
 		return nil
 	}
-	return func(s *scanner, v reflect.Value) bool {
+	return func(s *scanner, p unsafe.Pointer) bool {
 		null, ok := s.open('{')
 		if !ok || null {
-			return ok // v is already nil
+			return ok // *p is already nil
 		}
 		m := reflect.MakeMap(t)
-		v.Set(m)
+		reflect.NewAt(t, p).Elem().Set(m)
 		if s.close('}') {
 			return true
 		}
@@ -212,11 +219,11 @@ func (b *builder) mapOf(t reflect.Type) decodeFunc {
 				return false
 			}
 			k.SetString(string(name))
-			e := reflect.New(t.Elem()).Elem()
-			if !elem(s, e) {
+			e := reflect.New(t.Elem())
+			if !elem(s, e.UnsafePointer()) {
 				return false
 			}
-			m.SetMapIndex(k, e)
+			m.SetMapIndex(k, e.Elem())
 			if !s.next() {
 				return s.close('}')
 			}
@@ -229,6 +236,7 @@ type field struct {
 	name   string
 	folded string // name folded as encoding/json matches names without case
 	index  int
+	offset uintptr
 	dec    decodeFunc
 }
 
@@ -250,7 +258,7 @@ func (b *builder) structOf(t reflect.Type) decodeFunc {
 		if hasOption(opts, "string") {
 			return nil
 		}
-		fields = append(fields, field{name: name, folded: string(appendFolded(nil, []byte(name))), index: i})
+		fields = append(fields, field{name: name, folded: string(appendFolded(nil, []byte(name))), index: i, offset: sf.Offset})
 	}
 	if len(fields) > maxFields {
 		return nil
@@ -269,7 +277,7 @@ func (b *builder) structOf(t reflect.Type) decodeFunc {
 			return nil
 		}
 	}
-	return func(s *scanner, v reflect.Value) bool {
+	return func(s *scanner, p unsafe.Pointer) bool {
 		null, ok := s.open('{')
 		if !ok || null || s.close('}') {
 			return ok // a struct ignores null
@@ -291,7 +299,7 @@ func (b *builder) structOf(t reflect.Type) decodeFunc {
 					return false // two names of one field: encoding/json merges
 				}
 				seen |= 1 << f
-				if !fields[f].dec(s, v.Field(fields[f].index)) {
+				if !fields[f].dec(s, unsafe.Add(p, fields[f].offset)) {
 					return false
 				}
 			}
@@ -359,10 +367,10 @@ func hasOption(opts, name string) bool {
 	return false
 }
 
-func decodeBool(s *scanner, v reflect.Value) bool {
+func decodeBool(s *scanner, p unsafe.Pointer) bool {
 	switch s.peek() {
 	case 't':
-		v.SetBool(true)
+		*(*bool)(p) = true
 		return s.literal("true")
 	case 'f':
 		return s.literal("false")
@@ -372,12 +380,12 @@ func decodeBool(s *scanner, v reflect.Value) bool {
 	return false
 }
 
-func decodeString(s *scanner, v reflect.Value) bool {
+func decodeString(s *scanner, p unsafe.Pointer) bool {
 	switch s.peek() {
 	case '"':
 		str, ok := s.str()
 		if ok {
-			v.SetString(string(str))
+			*(*string)(p) = string(str)
 		}
 		return ok
 	case 'n':
@@ -387,58 +395,98 @@ func decodeString(s *scanner, v reflect.Value) bool {
 }
 
 // decodeNumber returns the decoder of a number kind: it reads a number
-// (null leaves the value as it is) and set sets v from its text, reporting
-// false for text v's type cannot hold.
-func decodeNumber(set func(text string, v reflect.Value) bool) decodeFunc {
-	return func(s *scanner, v reflect.Value) bool {
+// (null leaves the value as it is) and set sets *p from its text, reporting
+// false for text *p's type cannot hold.
+func decodeNumber(set func(text string, p unsafe.Pointer) bool) decodeFunc {
+	return func(s *scanner, p unsafe.Pointer) bool {
 		num, ok := s.numberOrNull()
 		if !ok || num == nil {
 			return ok
 		}
-		return set(unsafeString(num), v)
+		return set(unsafeString(num), p)
 	}
 }
 
+// decodeInt is the decoder of the signed integers of that many bits.
+func decodeInt(bits int) decodeFunc {
+	return decodeNumber(func(text string, p unsafe.Pointer) bool {
+		n, err := strconv.ParseInt(text, 10, bits)
+		if err != nil {
+			return false
+		}
+		switch bits {
+		case 8:
+			*(*int8)(p) = int8(n)
+		case 16:
+			*(*int16)(p) = int16(n)
+		case 32:
+			*(*int32)(p) = int32(n)
+		default:
+			*(*int64)(p) = n
+		}
+		return true
+	})
+}
+
+// decodeUint is the decoder of the unsigned integers of that many bits.
+func decodeUint(bits int) decodeFunc {
+	return decodeNumber(func(text string, p unsafe.Pointer) bool {
+		n, err := strconv.ParseUint(text, 10, bits)
+		if err != nil {
+			return false
+		}
+		switch bits {
+		case 8:
+			*(*uint8)(p) = uint8(n)
+		case 16:
+			*(*uint16)(p) = uint16(n)
+		case 32:
+			*(*uint32)(p) = uint32(n)
+		default:
+			*(*uint64)(p) = n
+		}
+		return true
+	})
+}
+
 var (
-	decodeInt = decodeNumber(func(text string, v reflect.Value) bool {
-		n, err := strconv.ParseInt(text, 10, 64)
-		if err != nil || v.OverflowInt(n) {
+	decodeFloat32 = decodeNumber(func(text string, p unsafe.Pointer) bool {
+		f, err := strconv.ParseFloat(text, 32)
+		if err != nil {
 			return false
 		}
-		v.SetInt(n)
+		*(*float32)(p) = float32(f)
 		return true
 	})
-	decodeUint = decodeNumber(func(text string, v reflect.Value) bool {
-		n, err := strconv.ParseUint(text, 10, 64)
-		if err != nil || v.OverflowUint(n) {
+	decodeFloat64 = decodeNumber(func(text string, p unsafe.Pointer) bool {
+		f, err := strconv.ParseFloat(text, 64)
+		if err != nil {
 			return false
 		}
-		v.SetUint(n)
-		return true
-	})
-	decodeFloat = decodeNumber(func(text string, v reflect.Value) bool {
-		f, err := strconv.ParseFloat(text, v.Type().Bits())
-		if err != nil || v.OverflowFloat(f) {
-			return false
-		}
-		v.SetFloat(f)
+		*(*float64)(p) = f
 		return true
 	})
 )
 
-func decodeRaw(s *scanner, v reflect.Value) bool {
+// sliceHeader is the layout of a slice.
+type sliceHeader struct {
+	data     unsafe.Pointer
+	len, cap int
+}
+
+func decodeRaw(s *scanner, p unsafe.Pointer) bool {
 	start := s.pos
 	if !s.skip() {
 		return false
 	}
-	v.SetBytes(append([]byte(nil), s.data[start:s.pos]...))
+	*(*[]byte)(p) = append([]byte(nil), s.data[start:s.pos]...)
 	return true
 }
 
-func decodeInterface(s *scanner, v reflect.Value) bool {
+func decodeInterface(s *scanner, p unsafe.Pointer) bool {
 	a, ok := s.anyValue()
 	if ok && a != nil {
-		v.Set(reflect.ValueOf(a))
+		*(*any)(p) = a
 	}
 	return ok
 }
