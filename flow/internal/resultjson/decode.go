@@ -411,20 +411,10 @@ func decodeNumber(set func(text string, p unsafe.Pointer) bool) decodeFunc {
 func decodeInt(bits int) decodeFunc {
 	return decodeNumber(func(text string, p unsafe.Pointer) bool {
 		n, err := strconv.ParseInt(text, 10, bits)
-		if err != nil {
-			return false
+		if err == nil {
+			storeInteger(p, bits, uint64(n))
 		}
-		switch bits {
-		case 8:
-			*(*int8)(p) = int8(n)
-		case 16:
-			*(*int16)(p) = int16(n)
-		case 32:
-			*(*int32)(p) = int32(n)
-		default:
-			*(*int64)(p) = n
-		}
-		return true
+		return err == nil
 	})
 }
 
@@ -432,21 +422,26 @@ func decodeInt(bits int) decodeFunc {
 func decodeUint(bits int) decodeFunc {
 	return decodeNumber(func(text string, p unsafe.Pointer) bool {
 		n, err := strconv.ParseUint(text, 10, bits)
-		if err != nil {
-			return false
+		if err == nil {
+			storeInteger(p, bits, n)
 		}
-		switch bits {
-		case 8:
-			*(*uint8)(p) = uint8(n)
-		case 16:
-			*(*uint16)(p) = uint16(n)
-		case 32:
-			*(*uint32)(p) = uint32(n)
-		default:
-			*(*uint64)(p) = n
-		}
-		return true
+		return err == nil
 	})
+}
+
+// storeInteger stores the low bits of n at p, an integer of that many
+// bits, signed or not (two's complement: the same bits).
+func storeInteger(p unsafe.Pointer, bits int, n uint64) {
+	switch bits {
+	case 8:
+		*(*uint8)(p) = uint8(n)
+	case 16:
+		*(*uint16)(p) = uint16(n)
+	case 32:
+		*(*uint32)(p) = uint32(n)
+	default:
+		*(*uint64)(p) = n
+	}
 }
 
 var (
