@@ -121,10 +121,8 @@ func (b *builder) make(t reflect.Type) decodeFunc {
 		return decodeInt(t.Bits())
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		return decodeUint(t.Bits())
-	case reflect.Float32:
-		return decodeFloat32
-	case reflect.Float64:
-		return decodeFloat64
+	case reflect.Float32, reflect.Float64:
+		return decodeFloat(t.Bits())
 	case reflect.Interface:
 		if t.NumMethod() != 0 {
 			return nil
@@ -444,24 +442,21 @@ func storeInteger(p unsafe.Pointer, bits int, n uint64) {
 	}
 }
 
-var (
-	decodeFloat32 = decodeNumber(func(text string, p unsafe.Pointer) bool {
-		f, err := strconv.ParseFloat(text, 32)
-		if err != nil {
+// decodeFloat is the decoder of the floats of that many bits.
+func decodeFloat(bits int) decodeFunc {
+	return decodeNumber(func(text string, p unsafe.Pointer) bool {
+		f, err := strconv.ParseFloat(text, bits)
+		switch {
+		case err != nil:
 			return false
+		case bits == 32:
+			*(*float32)(p) = float32(f)
+		default:
+			*(*float64)(p) = f
 		}
-		*(*float32)(p) = float32(f)
 		return true
 	})
-	decodeFloat64 = decodeNumber(func(text string, p unsafe.Pointer) bool {
-		f, err := strconv.ParseFloat(text, 64)
-		if err != nil {
-			return false
-		}
-		*(*float64)(p) = f
-		return true
-	})
-)
+}
 
 // sliceHeader is the layout of a slice.
 type sliceHeader struct {
