@@ -17,6 +17,10 @@
 // The work is a single pass over the input's bytes that appends canonical
 // bytes to one buffer; an object whose members arrive out of order is
 // reordered in place when it closes, so canonical input costs no extra copy.
+// Before that pass, Append and a Decoder's AppendValue and AppendObject try
+// a Scanner on the value: text already canonical (bundles, journal records
+// and results this project wrote) is checked and copied as it is, about a
+// tenth of the work of reading it token by token.
 // AppendGo writes the canonical JSON of a Go value (what json.Marshal then
 // Append give) directly, for the types call inputs usually have.
 package canonjson
@@ -50,7 +54,13 @@ var ErrTooLarge = errors.New("canonjson: output too large")
 
 // Append appends the canonical form of the single JSON value in src to dst.
 // Whitespace around the value is allowed; anything else after it is an error.
+// Text that is canonical already (a Scanner accepts it whole: results and
+// inputs read from a bundle or a journal) is copied as it is, about a tenth
+// of the work of canonicalising it; any other text goes to a Decoder.
 func Append(dst, src []byte) ([]byte, error) {
+	if IsCanonical(src) {
+		return append(dst, src...), nil
+	}
 	if cap(dst)-len(dst) < len(src) {
 		dst = slices.Grow(dst, len(src))
 	}

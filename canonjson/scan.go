@@ -61,6 +61,14 @@ func (s *Scanner) Skip(lit string) bool {
 	return false
 }
 
+// IsCanonical reports whether src is exactly one canonical JSON value, with
+// nothing around it: Append would return it unchanged. False says only that
+// a Scanner does not take it (Scanner's limits); a Decoder gives the verdict.
+func IsCanonical(src []byte) bool {
+	s := Scanner{src: src}
+	return s.value(nil) && s.pos == len(src)
+}
+
 // Value checks the canonical value that starts at the current position and
 // returns its bytes (a slice of the text).
 func (s *Scanner) Value() ([]byte, error) {

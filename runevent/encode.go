@@ -267,9 +267,6 @@ func appendRaw(dst []byte, v json.RawMessage, name string, kind Kind) ([]byte, e
 	if len(v) == 0 {
 		return append(dst, "null"...), nil
 	}
-	if canonical(v) {
-		return append(dst, v...), nil
-	}
 	out, err := canonjson.Append(dst, v)
 	if err != nil {
 		return dst, fmt.Errorf("%w: member %q of a %s event: %w", ErrInvalid, name, kind, err)
@@ -278,11 +275,7 @@ func appendRaw(dst []byte, v json.RawMessage, name string, kind Kind) ([]byte, e
 }
 
 // canonical reports whether v is one canonical JSON value.
-func canonical(v []byte) bool {
-	s := canonjson.NewScanner(v)
-	_, err := s.Value()
-	return err == nil && s.Pos() == len(v)
-}
+func canonical(v []byte) bool { return canonjson.IsCanonical(v) }
 
 // appendString appends s as a canonical JSON string, each byte of s that
 // is not part of valid UTF-8 replaced by U+FFFD.
