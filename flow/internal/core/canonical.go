@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
-	"unicode/utf8"
 	"unsafe"
 
 	"github.com/pyrula/caseworker/bundle/volatile"
@@ -124,99 +123,8 @@ func (in *callInput) keep(rules *volatile.Rules) (input json.RawMessage, fingerp
 // and results: objects with sorted keys, integers, plain strings), else
 // canonjson.Canonicalize(raw).
 func canonical(raw []byte) ([]byte, error) {
-	if isCanonical(raw) {
+	if canonjson.IsCanonical(raw) {
 		return raw, nil
 	}
 	return canonjson.Canonicalize(raw)
-}
-
-// maxFastDepth bounds the nesting isCanonical follows; deeper values go to
-// the canonicaliser, which knows the real limit.
-const maxFastDepth = 64
-
-// isCanonical reports whether raw, which must be valid JSON without white
-// space (as encoding/json writes it), is already canonical: valid UTF-8,
-// object keys in strictly increasing code-point order at every level, no
-// escape in any string (encoding/json escapes <, >, &, U+2028 and U+2029,
-// which the canonical form does not), and numbers that are plain integers
-// other than -0. When it says false the value may still be canonical; the
-// caller canonicalises it.
-func isCanonical(raw []byte) bool {
-	if !utf8.Valid(raw) {
-		return false
-	}
-	// lastKey[d] is the previous key of the object at depth d; inObject[d]
-	// says whether depth d is an object (else an array).
-	var lastKey [maxFastDepth][]byte
-	var inObject [maxFastDepth]bool
-	var hasKey [maxFastDepth]bool
-	depth := 0
-	expectKey := false
-	for i := 0; i < len(raw); {
-		switch c := raw[i]; {
-		case c == '{' || c == '[':
-			if depth == maxFastDepth {
-				return false
-			}
-			inObject[depth], hasKey[depth] = c == '{', false
-			depth++
-			expectKey = c == '{'
-			i++
-		case c == '}' || c == ']':
-			depth--
-			expectKey = false
-			i++
-		case c == ',':
-			expectKey = depth > 0 && inObject[depth-1]
-			i++
-		case c == ':':
-			i++
-		case c == '"':
-			j := i + 1
-			for j < len(raw) && raw[j] != '"' {
-				if raw[j] == '\\' {
-					return false
-				}
-				j++
-			}
-			if j == len(raw) {
-				return false
-			}
-			if expectKey {
-				d := depth - 1
-				key := raw[i+1 : j]
-				if hasKey[d] && string(key) <= string(lastKey[d]) {
-					return false
-				}
-				lastKey[d], hasKey[d] = key, true
-				expectKey = false
-			}
-			i = j + 1
-		case c == '-' || (c >= '0' && c <= '9'):
-			j := i
-			if c == '-' {
-				j++
-			}
-			start := j
-			for j < len(raw) && raw[j] >= '0' && raw[j] <= '9' {
-				j++
-			}
-			digits := raw[start:j]
-			if len(digits) == 0 || len(digits) > 300 || (c == '-' && string(digits) == "0") {
-				return false
-			}
-			if j < len(raw) && (raw[j] == '.' || raw[j] == 'e' || raw[j] == 'E') {
-				return false
-			}
-			i = j
-		case c == 't' || c == 'f' || c == 'n':
-			// true, false, null: valid JSON, so skip the letters.
-			for i < len(raw) && raw[i] >= 'a' && raw[i] <= 'z' {
-				i++
-			}
-		default:
-			return false // white space or anything unexpected
-		}
-	}
-	return depth == 0
 }
