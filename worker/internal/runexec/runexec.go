@@ -59,6 +59,10 @@ type Executor struct {
 	// executing holds the runs of running whose lease is held here, being
 	// executed (not only acquired or refused).
 	executing consumer.Set
+	// suites holds the runs of executing that are suites, once run has
+	// read their submission: a wake of a suite executing here is told
+	// without reading the journal.
+	suites consumer.Set
 	// replicas waits for PYRULA_WAIT_REPLICAS replicas (none when 0).
 	replicas replicas.Waiter
 }
@@ -278,7 +282,7 @@ func (x *Executor) Execute(ctx context.Context, d consumer.Delivery) consumer.Ve
 		// it) covers nothing: wait for it to be done, then go on as if
 		// alone.
 		if x.executing.Has(runID) {
-			if x.isSuite(ctx, runID) {
+			if x.suites.Has(runID) || x.isSuite(ctx, runID) {
 				log.Debug("the suite is executing here; its check after it suspends covers this entry: acked")
 				return acked(x.ack(ctx, e.ID))
 			}
@@ -295,6 +299,7 @@ func (x *Executor) Execute(ctx context.Context, d consumer.Delivery) consumer.Ve
 	removed := false
 	defer func() {
 		if !removed {
+			x.suites.Remove(runID)
 			x.executing.Remove(runID)
 			x.running.Remove(runID)
 		}
@@ -370,6 +375,7 @@ func (x *Executor) Execute(ctx context.Context, d consumer.Delivery) consumer.Ve
 		if typ == messages.RunSuite && status == host.StatusSuspended {
 			// From now on a wake of the suite executes it, here too; then
 			// check its children once more (recheckSuite).
+			x.suites.Remove(runID)
 			x.executing.Remove(runID)
 			x.running.Remove(runID)
 			removed = true
@@ -585,6 +591,7 @@ func (x *Executor) run(ctx context.Context, runID string, log *zap.Logger) (_ ho
 	case messages.RunCase:
 		out, err = x.runCase(ctx, meta, sub, log)
 	case messages.RunSuite:
+		x.suites.Add(runID)
 		out, err = x.runSuite(ctx, meta, sub.Extra[runwire.FieldRequest], log)
 	default:
 		out, err = x.startRun(ctx, meta, sub.Extra[runwire.FieldRequest])
