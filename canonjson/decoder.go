@@ -29,8 +29,10 @@ type Decoder struct {
 	eof  bool  // the reader has no more
 	rerr error // the reader's error other than io.EOF
 	err  error // the first error, returned by every later call
-	// scanEnd is where the value scanned found canonical ends in buf.
-	scanEnd int
+	// scanEnd is where the value scanned found canonical ends in buf;
+	// scanSkip counts the values read token by token, without a scan,
+	// after a value scanned was not canonical.
+	scanEnd, scanSkip int
 
 	maxOut int
 	frames []frame // containers opened by ReadDelim
@@ -416,13 +418,25 @@ func (d *Decoder) appendTop(dst []byte, object bool, visit func(name, value []by
 // what a Decoder mostly reads (bundles and journal records written by this
 // package); anything else is read token by token as before.
 func (d *Decoder) scanned(dst []byte) bool {
+	if d.scanSkip > 0 {
+		d.scanSkip--
+		return false
+	}
 	s := Scanner{src: d.buf, pos: d.pos, depth: len(d.frames)}
 	if !s.value(nil) || (s.pos == len(d.buf) && !d.eof) {
+		// Text that is not canonical (indented, keys out of order)
+		// seldom has canonical values next: the next few are not
+		// scanned, so that it costs little more than before.
+		d.scanSkip = scanSkipAfterMiss
 		return false
 	}
 	d.scanEnd = s.pos
 	return s.pos-d.pos <= d.maxOut-len(dst)
 }
+
+// scanSkipAfterMiss is how many values a Decoder reads without a scan after
+// a value that was not canonical.
+const scanSkipAfterMiss = 8
 
 // appendScanned appends the value scanned ends at d.scanEnd and calls
 // visit (when not nil; the value is an object) with its members, as object

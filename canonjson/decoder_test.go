@@ -241,3 +241,43 @@ func TestDecoderMaxOutputStopsReading(t *testing.T) {
 		}
 	}
 }
+
+// TestDecoderVisitsObjects: AppendObject visits the members of an object
+// that is canonical already (copied as it is) and of one that is not
+// (reordered) alike, and appends the same canonical bytes; the values after
+// one that is not canonical are read right too.
+func TestDecoderVisitsObjects(t *testing.T) {
+	in := `[{"a":1,"b":{"c":null,"d":[2,"x"]}},{"b":"é","a":-0},{"a":1.5,"b":[]},{"a":"\u0041","b":true}]`
+	want := []string{
+		`{"a":1,"b":{"c":null,"d":[2,"x"]}} a=1 b={"c":null,"d":[2,"x"]}`,
+		`{"a":0,"b":"é"} b="é" a=0`,
+		`{"a":1.5,"b":[]} a=1.5 b=[]`,
+		`{"a":"A","b":true} a="A" b=true`,
+	}
+	for _, r := range []io.Reader{strings.NewReader(in), iotest.OneByteReader(strings.NewReader(in))} {
+		d := canonjson.NewDecoder(r)
+		if err := d.ReadDelim('['); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; d.PeekKind() != ']'; i++ {
+			var visited []string
+			out, err := d.AppendObject([]byte("pre"), func(name, value []byte) error {
+				visited = append(visited, string(name)+"="+string(value))
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.TrimPrefix(string(out), "pre") + " " + strings.Join(visited, " ")
+			if i >= len(want) || got != want[i] || !strings.HasPrefix(string(out), "pre") {
+				t.Fatalf("object %d: got %s", i, got)
+			}
+		}
+		if err := d.ReadDelim(']'); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.CheckEOF(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
