@@ -92,7 +92,7 @@ func FromMembers(kind Kind, members map[string]json.RawMessage) (Event, error) {
 		switch {
 		case len(v) == 0:
 			v = json.RawMessage("null")
-		case !canonical(v) && !json.Valid(v):
+		case !canonjson.IsCanonical(v) && !json.Valid(v):
 			// Kept as it is, for AppendJSON to refuse.
 			if e.Extra == nil {
 				e.Extra = make(map[string]json.RawMessage, len(members))

@@ -274,9 +274,6 @@ func appendRaw(dst []byte, v json.RawMessage, name string, kind Kind) ([]byte, e
 	return out, nil
 }
 
-// canonical reports whether v is one canonical JSON value.
-func canonical(v []byte) bool { return canonjson.IsCanonical(v) }
-
 // appendString appends s as a canonical JSON string, each byte of s that
 // is not part of valid UTF-8 replaced by U+FFFD.
 func appendString(dst []byte, s string) []byte {

@@ -3,6 +3,8 @@ package runevent
 import (
 	"encoding/json"
 	"unicode/utf8"
+
+	"github.com/pyrula/caseworker/canonjson"
 )
 
 // RoundTrip returns the event that decoding e's JSON gives, Decode of
@@ -69,7 +71,7 @@ func (e *Event) roundTripFast() (out Event, ok bool) {
 		case mProvenance:
 			out.Provenance, ok = e.Provenance, utf8.ValidString(e.Provenance)
 		case mResult:
-			out.Result, ok = e.Result, canonical(e.Result)
+			out.Result, ok = e.Result, canonjson.IsCanonical(e.Result)
 		case mSeq:
 			out.CallSeq = e.CallSeq
 		case mStopKey:
@@ -89,7 +91,7 @@ func (e *Event) roundTripFast() (out Event, ok bool) {
 		return out, true
 	}
 	for name, v := range e.Extra {
-		if _, ours := memberOf(e.Kind, name); ours || reserved(name) || !utf8.ValidString(name) || len(v) == 0 || !canonical(v) {
+		if _, ours := memberOf(e.Kind, name); ours || reserved(name) || !utf8.ValidString(name) || len(v) == 0 || !canonjson.IsCanonical(v) {
 			return Event{}, false
 		}
 	}
@@ -103,7 +105,7 @@ func canonicalRaw(v json.RawMessage) (json.RawMessage, bool) {
 	if string(v) == "null" {
 		return nil, true
 	}
-	return v, canonical(v)
+	return v, canonjson.IsCanonical(v)
 }
 
 // callValid reports whether c's strings are valid UTF-8.
