@@ -29,10 +29,9 @@ type Decoder struct {
 	eof  bool  // the reader has no more
 	rerr error // the reader's error other than io.EOF
 	err  error // the first error, returned by every later call
-	// scanEnd is where the value scanned found canonical ends in buf;
 	// scanSkip counts the values read token by token, without a scan,
-	// after a value scanned was not canonical.
-	scanEnd, scanSkip int
+	// after a value scanned was not taken.
+	scanSkip int
 
 	maxOut int
 	frames []frame // containers opened by ReadDelim
@@ -391,13 +390,14 @@ func (d *Decoder) appendTop(dst []byte, object bool, visit func(name, value []by
 	if len(d.frames) > 0 && d.frames[len(d.frames)-1].object && !d.frames[len(d.frames)-1].afterName {
 		return dst, d.fail(fmt.Errorf("%w: expected a name at byte %d", ErrInvalid, d.InputOffset()))
 	}
+	if object && c != '{' {
+		return dst, d.fail(fmt.Errorf("%w: expected an object at byte %d", ErrInvalid, d.InputOffset()))
+	}
 	n := len(dst)
 	var out []byte
-	switch {
-	case object && c != '{':
-		return dst, d.fail(fmt.Errorf("%w: expected an object at byte %d", ErrInvalid, d.InputOffset()))
-	case d.scanned(dst):
-		out, err = d.appendScanned(dst, visit)
+	switch end, ok := d.scanned(dst); {
+	case ok:
+		out, err = d.appendScanned(dst, end, visit)
 	case object:
 		out, err = d.object(dst, len(d.frames), visit)
 	default:
@@ -413,37 +413,38 @@ func (d *Decoder) appendTop(dst []byte, object bool, visit func(name, value []by
 // scanned reports whether the value at the current position is canonical
 // and whole in the buffer (a Scanner takes it, counting the depth of the
 // containers around it, and it ends before the buffer does or the input
-// has ended), and fits the output limit after dst: then appendScanned
-// copies it, in a little over half the time of the tokens. Canonical text is
-// what a Decoder mostly reads (bundles and journal records written by this
-// package); anything else is read token by token as before.
-func (d *Decoder) scanned(dst []byte) bool {
+// has ended), and fits the output limit after dst; end is where it ends in
+// buf. appendScanned then copies it, in a little over half the time of the
+// tokens. Canonical text is what a Decoder mostly reads (bundles and journal
+// records written by this package); anything else is read token by token
+// as before.
+func (d *Decoder) scanned(dst []byte) (end int, ok bool) {
 	if d.scanSkip > 0 {
 		d.scanSkip--
-		return false
+		return 0, false
 	}
 	s := Scanner{src: d.buf, pos: d.pos, depth: len(d.frames)}
 	if !s.value(nil) || (s.pos == len(d.buf) && !d.eof) {
 		// Text that is not canonical (indented, keys out of order)
-		// seldom has canonical values next: the next few are not
-		// scanned, so that it costs little more than before.
+		// seldom has canonical values next, and a value cut by the end
+		// of the bytes read is rare: the next few are not scanned, so
+		// that such text costs little more than before.
 		d.scanSkip = scanSkipAfterMiss
-		return false
+		return 0, false
 	}
-	d.scanEnd = s.pos
-	return s.pos-d.pos <= d.maxOut-len(dst)
+	return s.pos, s.pos-d.pos <= d.maxOut-len(dst)
 }
 
 // scanSkipAfterMiss is how many values a Decoder reads without a scan after
-// a value that was not canonical.
+// a value scanned did not take.
 const scanSkipAfterMiss = 8
 
-// appendScanned appends the value scanned ends at d.scanEnd and calls
-// visit (when not nil; the value is an object) with its members, as object
-// does: their names (canonical names have no escapes) and values, which
-// are already canonical.
-func (d *Decoder) appendScanned(dst []byte, visit func(name, value []byte) error) ([]byte, error) {
-	v := d.buf[d.pos:d.scanEnd]
+// appendScanned appends the value from the current position to end, which
+// scanned found canonical, and calls visit (when not nil; the value is an
+// object) with its members, as object does: their names (canonical names
+// have no escapes) and values, which are already canonical.
+func (d *Decoder) appendScanned(dst []byte, end int, visit func(name, value []byte) error) ([]byte, error) {
+	v := d.buf[d.pos:end]
 	if visit != nil {
 		s := Scanner{src: v}
 		if _, err := s.Object(visit); err != nil {
@@ -454,7 +455,7 @@ func (d *Decoder) appendScanned(dst []byte, visit func(name, value []byte) error
 	if err != nil {
 		return dst, err
 	}
-	d.pos = d.scanEnd
+	d.pos = end
 	return append(dst, v...), nil
 }
 
