@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -35,6 +36,10 @@ type readError struct{ err error }
 
 func (e *readError) Error() string { return e.err.Error() }
 func (e *readError) Unwrap() error { return e.err }
+
+// inputReaders recycles the buffered readers of decodeInput
+// (*bufio.Reader of 32 KiB): a worker reads a bundle for every case run.
+var inputReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
 
 type sourceReader struct{ r io.Reader }
 
@@ -98,12 +103,22 @@ func newZstdDecoder(r io.Reader, limit int64) (*zstd.Decoder, error) {
 // decodeInput detects the encoding of r by its first bytes and returns the
 // decompressed text, limited to limit bytes.
 func decodeInput(r io.Reader, limit int64) (*decodedInput, error) {
-	br := bufio.NewReaderSize(sourceReader{r}, 32<<10)
+	br := inputReaders.Get().(*bufio.Reader)
+	br.Reset(sourceReader{r})
 	head, err := br.Peek(4)
 	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
 		return nil, err
 	}
 	in := &decodedInput{close: func() {}}
+	defer func() {
+		// Once the input is closed nothing reads br: it is reused.
+		inner := in.close
+		in.close = func() {
+			inner()
+			br.Reset(nil)
+			inputReaders.Put(br)
+		}
+	}()
 	switch {
 	case bytes.HasPrefix(head, zstdMagic):
 		in.encoding = EncodingZstd

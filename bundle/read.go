@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/klauspost/compress/zstd"
@@ -312,12 +313,15 @@ func EncodeStream(write func(w io.Writer) error, opts Options) (*Canonical, erro
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		bw := bufio.NewWriterSize(pw, 64<<10)
+		bw := streamWriters.Get().(*bufio.Writer)
+		bw.Reset(pw)
 		err := write(bw)
 		if err == nil {
 			err = bw.Flush()
 		}
 		pw.CloseWithError(err) // nil: the reader sees EOF
+		bw.Reset(nil)
+		streamWriters.Put(bw)
 		done <- err
 	}()
 	opts.Compress, opts.general = true, true
@@ -328,6 +332,10 @@ func EncodeStream(write func(w io.Writer) error, opts Options) (*Canonical, erro
 	}
 	return c, err
 }
+
+// streamWriters recycles EncodeStream's buffered writers (*bufio.Writer
+// of 64 KiB): a worker encodes a bundle for every case run it captures.
+var streamWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10) }}
 
 // errEncodeStopped fails the writes of EncodeStream's writer once the read
 // has stopped.

@@ -134,6 +134,9 @@ func (l *Log) Append(ctx context.Context, runID string, b host.Batch) (int64, er
 		(len(h.events) == 0 || time.Since(h.since) < MaxHoldFor) {
 		if len(h.events) == 0 {
 			h.since = time.Now()
+			if h.events == nil {
+				h.events, h.results = getHeld()
+			}
 		}
 		// Copies: the caller reuses the batch's slices.
 		h.events = append(h.events, b.Events...)
@@ -166,6 +169,38 @@ func (l *Log) Append(ctx context.Context, runID string, b host.Batch) (int64, er
 		}
 	}
 	return seq, nil
+}
+
+// heldSlices are the backing arrays of a finished run's held batches,
+// recycled by the runs after it (heldPool): a run replaying recorded calls
+// holds hundreds of events at a time, and growing a new slice for each run
+// was most of what a case run on a worker allocated.
+type heldSlices struct {
+	events  []journal.Event
+	results []bundle.Result
+}
+
+var heldPool sync.Pool // of *heldSlices
+
+// getHeld returns empty slices to hold a run's batches in: recycled ones
+// when there are, else nil (append makes them).
+func getHeld() ([]journal.Event, []bundle.Result) {
+	if hs, ok := heldPool.Get().(*heldSlices); ok {
+		return hs.events, hs.results
+	}
+	return nil, nil
+}
+
+// putHeld recycles the backing arrays of events and results, which nothing
+// uses any more (a journal copies what it is given), cleared so that they
+// keep nothing of the run alive.
+func putHeld(events []journal.Event, results []bundle.Result) {
+	if cap(events) == 0 || cap(events) > 4*MaxHeldEvents {
+		return
+	}
+	clear(events[:cap(events)])
+	clear(results[:cap(results)])
+	heldPool.Put(&heldSlices{events: events[:0], results: results[:0]})
 }
 
 // forget drops what the Log keeps of run runID: its lease and held
@@ -215,6 +250,7 @@ func (l *Log) Finish(ctx context.Context, runID string, terminal host.Event) (in
 		batch = journal.Batch{Events: append(h.events, terminal), Results: h.results}
 		h.events, h.results, h.known = nil, nil, false
 		defer h.mu.Unlock()
+		defer putHeld(batch.Events, batch.Results) // the journal keeps none of them
 	}
 	seq, err := l.j.Finish(ctx, lease, batch)
 	if err != nil {
@@ -247,6 +283,7 @@ func (l *Log) Release(ctx context.Context, runID string, status journal.Status) 
 		if ok && len(h.events) > 0 {
 			_, _ = l.j.Append(ctx, lease, journal.Batch{Events: h.events, Results: h.results})
 		}
+		putHeld(h.events, h.results)
 		h.events, h.results, h.known = nil, nil, false
 		h.mu.Unlock()
 	}

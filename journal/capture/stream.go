@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/pyrula/caseworker/bundle"
 	"github.com/pyrula/caseworker/journal"
@@ -67,6 +68,14 @@ func Stream(ctx context.Context, pg journal.RunPages, p Params, w io.Writer) err
 		return &ForkRangeError{RunID: m.RunID, ForkAfterSeq: *p.ForkAfterSeq, LastSeq: m.LastSeq}
 	}
 	s := &streamer{pg: pg, p: p, w: w, ids: pg.ResultIDs(), codeVersion: m.CodeVersion}
+	pooled := streamBufs.Get().(*[]byte)
+	s.buf = (*pooled)[:0]
+	defer func() {
+		if cap(s.buf) <= 1<<20 { // not one grown for a large result
+			*pooled = s.buf[:0]
+			streamBufs.Put(pooled)
+		}
+	}()
 	s.state = make([]uint8, len(s.ids))
 	for _, id := range s.ids {
 		if kind, _, _ := strings.Cut(id, ":"); kind == "model" || kind == "tool" {
@@ -125,6 +134,11 @@ func Stream(ctx context.Context, pg journal.RunPages, p Params, w io.Writer) err
 	s.buf = append(s.buf, '}')
 	return s.flush()
 }
+
+// streamBufs recycles the buffers of Stream (*[]byte, a little over 64
+// KiB once used): a worker captures a run for every case run from a
+// journal.
+var streamBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // streamer is one Stream.
 type streamer struct {

@@ -282,6 +282,7 @@ func (j *Journal) write(ctx context.Context, op string, lease journal.Lease, b j
 	if err != nil {
 		return 0, j.wrap(ctx, op, lease.RunID, err)
 	}
+	defer p.Release() // the events are copied (AppendRecord.JSON)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	r, err := j.writable(lease.RunID, lease, j.opts.Now())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/valkey-io/valkey-go"
 
@@ -114,11 +115,22 @@ type pages struct {
 func (p *pages) Meta() journal.Meta  { return p.meta }
 func (p *pages) ResultIDs() []string { return p.ids }
 
+// eventPages recycles the slices Events decodes a page of events into
+// (*[]journal.Event): a worker reads a run's events for every case run it
+// captures from a journal.
+var eventPages = sync.Pool{New: func() any { return new([]journal.Event) }}
+
 func (p *pages) Events(ctx context.Context, fn func([]journal.Event) error) error {
 	c, runID := p.j.c, p.meta.RunID
 	start, next := "-", int64(1)
-	// A page's events, sized for the run (most are shorter than a page).
-	evs := make([]journal.Event, 0, min(journal.PageSize, max(p.meta.LastSeq, 1)))
+	// A page's events (fn keeps none of them), recycled by the next read.
+	pooled := eventPages.Get().(*[]journal.Event)
+	evs := (*pooled)[:0]
+	defer func() {
+		clear(evs[:cap(evs)])
+		*pooled = evs[:0]
+		eventPages.Put(pooled)
+	}()
 	for next <= p.meta.LastSeq {
 		entries := p.first
 		if start != "-" {

@@ -303,16 +303,21 @@ func (j *Journal) write(ctx context.Context, op string, lease journal.Lease, b j
 			args[4] = ms(j.opts.CompletedTTL)
 		}
 	}
+	// The events' and results' bytes go as they are, not copied into
+	// strings: the command is written before its reply is read.
 	for _, e := range p.Events {
-		args = append(args, strconv.FormatInt(e.Expect, 10), string(e.Head), string(e.Tail))
+		args = append(args, strconv.FormatInt(e.Expect, 10), valkey.BinaryString(e.Head), valkey.BinaryString(e.Tail))
 	}
 	for _, r := range p.Results {
-		args = append(args, r.ID, string(r.Record))
+		args = append(args, r.ID, valkey.BinaryString(r.Record))
 	}
 	last, err := j.exec(ctx, writeScript, j.keys(lease.RunID), args).AsInt64()
 	if err != nil {
+		// Not released: a command cut off by ctx may still be on its way
+		// out, reading the events' bytes.
 		return 0, j.wrap(ctx, op, lease.RunID, scriptError(err))
 	}
+	p.Release() // the reply is read: the command is written
 	return last, nil
 }
 

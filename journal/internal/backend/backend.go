@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -96,6 +97,37 @@ type Batch struct {
 	Status journal.Status
 	// FinishedAt is the at of a Finish batch's terminal event.
 	FinishedAt time.Time
+
+	// buf holds the events' bytes (Head and Tail slice it), from
+	// eventBufs; Release gives it back.
+	buf *[]byte
+}
+
+// eventBufs recycles the buffers PrepareBatch encodes events into
+// (*[]byte): a case run's last write encodes hundreds of events, and
+// growing a new buffer for each write was much of what a worker's case
+// run allocated.
+var eventBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxKeptEventBuf bounds the buffers Release keeps for reuse.
+const maxKeptEventBuf = 4 << 20
+
+// Release gives the buffer of p's events back for reuse: the Head and Tail
+// of p's events must not be used after it (nor anything made from them
+// without a copy, such as a valkey.BinaryString). A backend calls it once
+// it is done with the events; a Batch not released is garbage collected.
+func (p *Batch) Release() {
+	if p.buf == nil {
+		return
+	}
+	for i := range p.Events {
+		p.Events[i].Head, p.Events[i].Tail = nil, nil
+	}
+	if cap(*p.buf) <= maxKeptEventBuf {
+		*p.buf = (*p.buf)[:0]
+		eventBufs.Put(p.buf)
+	}
+	p.buf = nil
 }
 
 // PrepareBatch checks and encodes b for Append (finish false) or Finish,
@@ -108,7 +140,8 @@ func PrepareBatch(b journal.Batch, finish bool, now time.Time) (Batch, error) {
 	p.Events = make([]AppendRecord, len(b.Events))
 	// The events are encoded one after another into buf, and their pieces
 	// sliced out of it once it has stopped growing.
-	var buf []byte
+	p.buf = eventBufs.Get().(*[]byte)
+	buf := (*p.buf)[:0]
 	cuts := make([]int, 0, 2*len(b.Events))
 	for i, e := range b.Events {
 		last := i == len(b.Events)-1
@@ -141,6 +174,7 @@ func PrepareBatch(b journal.Batch, finish bool, now time.Time) (Batch, error) {
 			p.FinishedAt = at
 		}
 	}
+	*p.buf = buf
 	start := 0
 	for i := range p.Events {
 		cut, end := cuts[2*i], cuts[2*i+1]
