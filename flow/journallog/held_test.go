@@ -158,8 +158,15 @@ func TestHeldBatchesOfSuccessiveRuns(t *testing.T) {
 		if len(run.Events) != 3+2*calls || len(run.Results) != results {
 			t.Fatalf("run %s: %d events and %d results, want %d and %d", runID, len(run.Events), len(run.Results), 3+2*calls, results)
 		}
+		keys := map[string]bool{}
+		for _, res := range run.Results {
+			keys[res.Key] = string(res.Result) == "1" && res.Fingerprint == "f"
+		}
 		for i := range calls {
 			key := "read:" + strconv.Itoa(100*r+i)
+			if !keys[key] {
+				t.Errorf("run %s: no result %s as written among %v", runID, key, run.Results)
+			}
 			start, done := run.Events[2+2*i], run.Events[3+2*i]
 			if start.Kind != runevent.CallStart || done.Kind != runevent.CallDone || start.Call == nil || done.Call == nil ||
 				start.Call.Key != key || done.Call.Key != key || done.Provenance != "reused" {

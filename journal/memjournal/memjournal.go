@@ -282,7 +282,7 @@ func (j *Journal) write(ctx context.Context, op string, lease journal.Lease, b j
 	if err != nil {
 		return 0, j.wrap(ctx, op, lease.RunID, err)
 	}
-	defer p.Release() // the events are copied (AppendRecord.JSON)
+	defer p.Release() // what is kept is copied (AppendRecord.JSON, the records' clones)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	r, err := j.writable(lease.RunID, lease, j.opts.Now())
@@ -306,7 +306,7 @@ func (j *Journal) write(ctx context.Context, op string, lease journal.Lease, b j
 		r.events = append(r.events, e.JSON(seq))
 	}
 	for _, res := range p.Results {
-		r.results[res.ID] = res.Record
+		r.results[res.ID] = slices.Clone(res.Record)
 	}
 	r.meta.LastSeq = seq
 	if finish {

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -98,51 +99,63 @@ type Batch struct {
 	// FinishedAt is the at of a Finish batch's terminal event.
 	FinishedAt time.Time
 
-	// buf holds the events' bytes (Head and Tail slice it), from
-	// eventBufs; Release gives it back.
-	buf *[]byte
+	// scratch holds what Events and Results slice, from batchScratch;
+	// Release gives it back.
+	scratch *batchScratch
 }
 
-// eventBufs recycles the buffers PrepareBatch encodes events into
-// (*[]byte): a case run's last write encodes hundreds of events, and
-// growing a new buffer for each write was much of what a worker's case
-// run allocated.
-var eventBufs = sync.Pool{New: func() any { return new([]byte) }}
+// batchScratch is the memory of one prepared Batch: the events' records
+// and bytes, where each event is cut, and the results' records and bytes.
+// It is recycled (batchScratch's pool): a case run's last write encodes
+// hundreds of events and results, and making them anew for each write was
+// much of what a worker's case run allocated.
+type batchScratch struct {
+	events  []AppendRecord
+	buf     []byte
+	cuts    []int
+	results []Result
+	rbuf    []byte
+}
 
-// maxKeptEventBuf bounds the buffers Release keeps for reuse.
-const maxKeptEventBuf = 4 << 20
+var scratchPool = sync.Pool{New: func() any { return new(batchScratch) }}
 
-// Release gives the buffer of p's events back for reuse: the Head and Tail
-// of p's events must not be used after it (nor anything made from them
-// without a copy, such as a valkey.BinaryString). A backend calls it once
-// it is done with the events; a Batch not released is garbage collected.
+// maxKeptScratch bounds the bytes of the scratch Release keeps for reuse.
+const maxKeptScratch = 4 << 20
+
+// Release gives the memory of p's events and results back for reuse: their
+// Head, Tail and Record must not be used after it (nor anything made from
+// them without a copy, such as a valkey.BinaryString). A backend calls it
+// once it is done with them; a Batch not released is garbage collected.
 func (p *Batch) Release() {
-	if p.buf == nil {
+	sc := p.scratch
+	if sc == nil {
 		return
 	}
-	for i := range p.Events {
-		p.Events[i].Head, p.Events[i].Tail = nil, nil
+	p.scratch, p.Events, p.Results = nil, nil, nil
+	if cap(sc.buf)+cap(sc.rbuf) > maxKeptScratch {
+		return
 	}
-	if cap(*p.buf) <= maxKeptEventBuf {
-		*p.buf = (*p.buf)[:0]
-		eventBufs.Put(p.buf)
-	}
-	p.buf = nil
+	clear(sc.events[:cap(sc.events)])
+	clear(sc.results[:cap(sc.results)])
+	sc.events, sc.buf, sc.cuts, sc.results, sc.rbuf = sc.events[:0], sc.buf[:0], sc.cuts[:0], sc.results[:0], sc.rbuf[:0]
+	scratchPool.Put(sc)
 }
 
 // PrepareBatch checks and encodes b for Append (finish false) or Finish,
-// stamping events without an At with now.
+// stamping events without an At with now. The Batch's memory is recycled
+// by its Release.
 func PrepareBatch(b journal.Batch, finish bool, now time.Time) (Batch, error) {
 	var p Batch
 	if finish && (len(b.Events) == 0 || !journal.IsTerminal(b.Events[len(b.Events)-1].Kind)) {
 		return p, fmt.Errorf("%w: Finish needs a terminal event (run:complete, run:error or run:cancelled) last", journal.ErrInvalid)
 	}
-	p.Events = make([]AppendRecord, len(b.Events))
+	sc := scratchPool.Get().(*batchScratch)
+	p.scratch = sc
+	sc.events = slices.Grow(sc.events[:0], len(b.Events))[:len(b.Events)]
+	p.Events = sc.events
 	// The events are encoded one after another into buf, and their pieces
 	// sliced out of it once it has stopped growing.
-	p.buf = eventBufs.Get().(*[]byte)
-	buf := (*p.buf)[:0]
-	cuts := make([]int, 0, 2*len(b.Events))
+	buf, cuts := sc.buf[:0], slices.Grow(sc.cuts[:0], 2*len(b.Events))
 	for i, e := range b.Events {
 		last := i == len(b.Events)-1
 		switch {
@@ -174,26 +187,36 @@ func PrepareBatch(b journal.Batch, finish bool, now time.Time) (Batch, error) {
 			p.FinishedAt = at
 		}
 	}
-	*p.buf = buf
+	sc.buf, sc.cuts = buf, cuts
 	start := 0
 	for i := range p.Events {
 		cut, end := cuts[2*i], cuts[2*i+1]
 		p.Events[i].Head, p.Events[i].Tail = buf[start:cut:cut], buf[cut:end:end]
 		start = end
 	}
-	p.Results = make([]Result, len(b.Results))
+	// The results likewise, into rbuf.
+	sc.results = slices.Grow(sc.results[:0], len(b.Results))[:len(b.Results)]
+	p.Results = sc.results
+	rbuf, ends := sc.rbuf[:0], cuts[:0] // the cuts are used: their memory takes the results' ends
 	seen := make(map[string]bool, len(b.Results))
-	for i, r := range b.Results {
-		rec, err := wire.AppendResult(nil, r)
-		if err != nil {
+	for _, r := range b.Results {
+		var err error
+		if rbuf, err = wire.AppendResult(rbuf, r); err != nil {
 			return p, err
 		}
+		ends = append(ends, len(rbuf))
 		id := wire.ResultID(r.Kind, r.Key)
 		if seen[id] {
 			return p, fmt.Errorf("%w: result %s is given twice", journal.ErrInvalid, id)
 		}
 		seen[id] = true
-		p.Results[i] = Result{ID: id, Record: rec}
+		p.Results[len(ends)-1].ID = id
+	}
+	sc.rbuf = rbuf
+	start = 0
+	for i, end := range ends {
+		p.Results[i].Record = rbuf[start:end:end]
+		start = end
 	}
 	return p, nil
 }
