@@ -119,9 +119,8 @@ func (in *callInput) keep(rules *volatile.Rules) (input json.RawMessage, fingerp
 }
 
 // canonical returns the canonical JSON of raw, the output of encoding/json:
-// raw itself when it is canonical already (the common case for call inputs
-// and results: objects with sorted keys, integers, plain strings), else
-// canonjson.Canonicalize(raw).
+// raw itself, not a copy, when it is canonical already (the common case for
+// call inputs and results), else canonjson.Canonicalize(raw).
 func canonical(raw []byte) ([]byte, error) {
 	if canonjson.IsCanonical(raw) {
 		return raw, nil
