@@ -61,9 +61,8 @@ var ErrTooLarge = errors.New("canonjson: output too large")
 // quarter of the time of canonicalising it (BenchmarkAppendCanonical); any
 // other text goes to a Decoder, which does not scan it again.
 func Append(dst, src []byte) ([]byte, error) {
-	s := Scanner{src: src}
-	scannedOK := s.value(nil)
-	if scannedOK && s.pos == len(src) {
+	scannedOK, whole := scanWhole(src)
+	if whole {
 		return append(dst, src...), nil
 	}
 	if cap(dst)-len(dst) < len(src) {

@@ -65,8 +65,16 @@ func (s *Scanner) Skip(lit string) bool {
 // nothing around it: Append would return it unchanged. False says only that
 // a Scanner does not take it (Scanner's limits); a Decoder gives the verdict.
 func IsCanonical(src []byte) bool {
+	_, whole := scanWhole(src)
+	return whole
+}
+
+// scanWhole runs a Scanner on src from its first byte: value says it took
+// a canonical value there, whole that the value is all of src.
+func scanWhole(src []byte) (value, whole bool) {
 	s := Scanner{src: src}
-	return s.value(nil) && s.pos == len(src)
+	value = s.value(nil)
+	return value, value && s.pos == len(src)
 }
 
 // Value checks the canonical value that starts at the current position and
