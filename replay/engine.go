@@ -78,6 +78,11 @@ type Params struct {
 	Registry *flow.Registry
 	// Log is the new run's journal; required.
 	Log host.Log
+	// Recorded, when set, is the whole of the new run's journal as the
+	// caller read it while holding the run's lease (a worker's run whose
+	// only event is its run:submitted): the engine starts from it instead
+	// of loading the journal from Log again. Nil: the engine loads it.
+	Recorded *host.Recorded
 	// Models is the model client for live model calls; default the agent's
 	// own client.
 	Models flow.ModelClient

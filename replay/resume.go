@@ -40,9 +40,14 @@ type resumed struct {
 // call:done whose line a crash cut off.
 func (e *engine) resume(ctx context.Context) (resumed, error) {
 	var r resumed
-	rec, err := e.p.Log.Load(ctx, e.p.RunID)
-	if err != nil {
-		return r, fmt.Errorf("replay: run %s: load its journal: %w", e.p.RunID, err)
+	var rec host.Recorded
+	if e.p.Recorded != nil {
+		rec = *e.p.Recorded
+	} else {
+		var err error
+		if rec, err = e.p.Log.Load(ctx, e.p.RunID); err != nil {
+			return r, fmt.Errorf("replay: run %s: load its journal: %w", e.p.RunID, err)
+		}
 	}
 	r.loaded = &rec
 	if len(rec.Events) == 0 {

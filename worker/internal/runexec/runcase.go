@@ -43,24 +43,35 @@ func (x *Executor) runCase(ctx context.Context, meta journal.Meta, sub journal.E
 		return x.fail(ctx, meta, code, msg, &replay.Refusal{RunID: meta.RunID, Target: meta.TargetName, Code: code, Message: msg, FixtureHash: hash})
 	}
 	suiteRef, isChild := suiteRefOf(sub)
+	// A suite's child reads its suite's state while its case loads (a
+	// round trip less), and looks at it first: a fail_fast suite that
+	// stopped runs no more children, whatever their options or case.
+	var stateRead <-chan stateResult
+	if isChild {
+		stateRead = x.readSuiteState(ctx, suiteRef.SuiteID)
+	}
+	opts, optErr := runwire.CaseOptions(b.Options)
+	var cb *bundle.Canonical
+	var err error
+	if messages.AsError(optErr) == nil {
+		cb, err = x.loadCase(ctx, b)
+	}
 	var state childState
 	if isChild {
-		// A fail_fast suite that stopped runs no more children.
-		var err error
-		if state, err = x.suiteState(ctx, suiteRef.SuiteID); err != nil {
-			return host.Outcome{}, err
+		read := <-stateRead
+		if read.err != nil {
+			return host.Outcome{}, read.err
 		}
+		state = read.state
 		if by := state.stoppedBy; by != "" {
 			msg := fmt.Sprintf("not run: suite %s stopped at %s, which did not pass (fail_fast)", suiteRef.SuiteID, by)
 			return x.fail(ctx, meta, messages.Cancelled, msg, &replay.Refusal{RunID: meta.RunID, Target: meta.TargetName,
 				Code: messages.Cancelled, Message: msg, Reason: suite.ReasonFailFast})
 		}
 	}
-	opts, err := runwire.CaseOptions(b.Options)
-	if me := messages.AsError(err); me != nil {
+	if me := messages.AsError(optErr); me != nil {
 		return stop(me.Code, me.Message, nil)
 	}
-	cb, err := x.loadCase(ctx, b)
 	if me := messages.AsError(err); me != nil {
 		var hash *string
 		if b.Source.Bundle != nil {
@@ -86,7 +97,7 @@ func (x *Executor) runCase(ctx context.Context, meta journal.Meta, sub journal.E
 	rep, err := replay.RunCase(ctx, replay.Case{
 		Canonical: cb,
 		Params: replay.Params{Target: b.TargetName, RunID: meta.RunID,
-			Registry: x.reg, Log: x.log, Options: opts, LLMRef: ref},
+			Registry: x.reg, Log: x.log, Recorded: onlySubmitted(meta, sub), Options: opts, LLMRef: ref},
 		ModelClient: x.deps.CaseModels,
 	})
 	if ce := (*replay.CaseError)(nil); errors.As(err, &ce) {

@@ -594,7 +594,7 @@ func (x *Executor) run(ctx context.Context, runID string, log *zap.Logger) (_ ho
 		x.suites.Add(runID)
 		out, err = x.runSuite(ctx, meta, sub.Extra[runwire.FieldRequest], log)
 	default:
-		out, err = x.startRun(ctx, meta, sub.Extra[runwire.FieldRequest])
+		out, err = x.startRun(ctx, meta, sub)
 	}
 	if err != nil {
 		return "", "", err
@@ -645,9 +645,11 @@ func runType(sub journal.Event) (messages.MessageType, error) {
 		messages.StartRun, messages.RunCase, messages.RunSuite)
 }
 
-// startRun executes a start_run run: the flow runtime over the journal,
-// which starts it or resumes it from its journal.
-func (x *Executor) startRun(ctx context.Context, meta journal.Meta, request json.RawMessage) (host.Outcome, error) {
+// startRun executes a start_run run (sub is its run:submitted event): the
+// flow runtime over the journal, which starts it or resumes it from its
+// journal.
+func (x *Executor) startRun(ctx context.Context, meta journal.Meta, sub journal.Event) (host.Outcome, error) {
+	request := sub.Extra[runwire.FieldRequest]
 	var b messages.StartRunBody
 	if len(request) > 0 {
 		if err := json.Unmarshal(request, &b); err != nil {
@@ -668,11 +670,23 @@ func (x *Executor) startRun(ctx context.Context, meta journal.Meta, request json
 	if err != nil {
 		return host.Outcome{}, fmt.Errorf("worker: %w", err)
 	}
-	out, err := rt.Run(ctx, host.RunParams{RunID: meta.RunID, Target: meta.TargetName, Inputs: inputs, Models: models})
+	out, err := rt.Run(ctx, host.RunParams{RunID: meta.RunID, Target: meta.TargetName, Inputs: inputs, Models: models,
+		Recorded: onlySubmitted(meta, sub)})
 	if errors.Is(err, host.ErrUnknownTarget) || errors.Is(err, host.ErrInvalidInputs) {
 		return x.fail(ctx, meta, messages.InvalidOverrides, err.Error(), nil)
 	}
 	return out, err
+}
+
+// onlySubmitted is the whole journal of run meta.RunID when its only
+// event is sub, its run:submitted (a run no worker has started yet), read
+// with meta while holding the run's lease: what the runtime starts from
+// instead of reading the run again. Nil when the run holds more.
+func onlySubmitted(meta journal.Meta, sub journal.Event) *host.Recorded {
+	if meta.LastSeq != sub.RunSeq {
+		return nil
+	}
+	return &host.Recorded{Events: []host.Event{sub}}
 }
 
 // fail ends a run that could not start with run:error code, writing

@@ -524,6 +524,24 @@ type childState struct {
 	capsCost, capsCall bool
 }
 
+// stateResult is what readSuiteState reads.
+type stateResult struct {
+	state childState
+	err   error
+}
+
+// readSuiteState reads childState of suite suiteID (suiteState) on a
+// goroutine of its own, so that the caller's other reads overlap it; the
+// channel holds its result.
+func (x *Executor) readSuiteState(ctx context.Context, suiteID string) <-chan stateResult {
+	read := make(chan stateResult, 1)
+	go func() {
+		st, err := x.suiteState(ctx, suiteID)
+		read <- stateResult{st, err}
+	}()
+	return read
+}
+
 // suiteState reads childState of suite suiteID.
 func (x *Executor) suiteState(ctx context.Context, suiteID string) (childState, error) {
 	c := x.client
