@@ -302,10 +302,10 @@ func TestAnnotatorEventInTheCallsAppend(t *testing.T) {
 		t.Fatalf("Run: %+v %v", out, err)
 	}
 	want := []string{
-		"run:start",
-		"call:start call:done case:call", // quote:0 answered, urgent
-		"call:start",                     // fetch:0 live
-		"call:done case:call",            //
+		"run:start (deferrable)",
+		"call:start call:done case:call",              // quote:0 answered, urgent
+		"call:start",                                  // fetch:0 live
+		"call:done case:call",                         //
 		"call:start call:done case:call (deferrable)", // quote:1 answered
 		"call:start",
 		"call:done case:call",

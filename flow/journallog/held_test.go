@@ -95,6 +95,69 @@ func TestHeldBatchesWrittenWithTheNext(t *testing.T) {
 	}
 }
 
+// A run the Log holds a lease on and whose last run_seq the caller read
+// under it (Seen; a worker's run, created by its submission) has its
+// deferrable run:start held from the first append on, and written with the
+// next batch that is not; without Seen the first append is written at once
+// (the Log does not know where the run's events go yet).
+func TestSeenHoldsTheFirstBatch(t *testing.T) {
+	ctx := context.Background()
+	runStart := host.Batch{Target: "t", Deferrable: true, Events: []host.Event{{Kind: runevent.RunStart, Inputs: json.RawMessage(`{}`)}}}
+	for _, seen := range []bool{true, false} {
+		j, err := memjournal.New(memjournal.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		log, err := journallog.New(j, journallog.Options{Owner: "exec"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runID := fmt.Sprintf("run_seen_%v", seen)
+		if _, err := j.Create(ctx, journal.CreateParams{RunID: runID, TargetName: "t"}); err != nil {
+			t.Fatal(err)
+		}
+		lease, err := j.Acquire(ctx, journal.AcquireParams{RunID: runID, Owner: "exec"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := log.Adopt(lease); err != nil {
+			t.Fatal(err)
+		}
+		submitted := lastSeq(t, j, runID)
+		if seen {
+			log.Seen(runID, submitted)
+		}
+		seq, err := log.Append(ctx, runID, runStart)
+		if err != nil {
+			t.Fatal(err)
+		}
+		written := lastSeq(t, j, runID)
+		switch {
+		case seq != submitted+1:
+			t.Fatalf("seen %v: run:start got run_seq %d, want %d", seen, seq, submitted+1)
+		case seen && written != submitted:
+			t.Fatalf("seen: the journal ends at run_seq %d after the run:start, want %d (held)", written, submitted)
+		case !seen && written != seq:
+			t.Fatalf("not seen: the journal ends at run_seq %d after the run:start, want %d (written)", written, seq)
+		}
+		if _, err := log.Append(ctx, runID, host.Batch{Target: "t", Events: []host.Event{{Kind: runevent.CaseCall, Extra: map[string]json.RawMessage{"seq": json.RawMessage(`0`)}}}}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := j.Run(ctx, runID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kinds []string
+		for _, ev := range r.Events {
+			kinds = append(kinds, fmt.Sprintf("%d %s", ev.RunSeq, ev.Kind))
+		}
+		want := []string{"1 run:submitted", "2 run:start", "3 case:call"}
+		if strings.Join(kinds, ", ") != strings.Join(want, ", ") {
+			t.Fatalf("seen %v: the journal holds %q, want %q", seen, kinds, want)
+		}
+	}
+}
+
 // Finish writes the held batches before the terminal event; Release writes
 // them before it lets the run go.
 func TestHeldBatchesOnFinishAndRelease(t *testing.T) {

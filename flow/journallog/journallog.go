@@ -7,10 +7,11 @@
 // runevent.Event, so the runtime's events are given to the journal as they
 // are and the journal's are the runtime's.
 //
-// A deferrable batch (an answered call's, host.Batch.Deferrable) is held
-// and written with the run's next batch that is not, or with its Finish or
-// Release, or once the held batches reach MaxHeldEvents events or are
-// MaxHoldFor old: a run replaying recorded calls writes once per many
+// A deferrable batch (an answered call's or a run:start,
+// host.Batch.Deferrable) is held once the Log knows the run's last run_seq
+// (a write returned it, or the caller told it: Seen), and written with the
+// run's next batch that is not, or with its Finish or Release, or once the
+// held batches reach MaxHeldEvents events or are MaxHoldFor old: a run replaying recorded calls writes once per many
 // calls instead of once per call. Held batches are in no journal until
 // then: a crash loses them, and the run resumed elsewhere makes them again
 // from its recording; what reaches the journal is always a prefix of the
@@ -359,6 +360,28 @@ func (l *Log) Adopt(lease journal.Lease) error {
 	defer l.mu.Unlock()
 	l.leases[lease.RunID] = lease
 	return nil
+}
+
+// Seen tells the Log that run runID's journal ends at run_seq lastSeq, as
+// the caller read it while this Log holds the run's lease (Adopt): the Log
+// may then hold the run's deferrable batches from its first append on (a
+// worker's run then writes its run:start with its first batch that is not
+// deferrable) instead of only once a write returned the run's last
+// run_seq. A run this Log holds no lease on, or whose last run_seq it
+// knows already, is left as it is.
+func (l *Log) Seen(runID string, lastSeq int64) {
+	l.mu.Lock()
+	_, leased := l.leases[runID]
+	l.mu.Unlock()
+	if !leased {
+		return
+	}
+	h := l.heldFor(runID)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.known {
+		h.lastSeq, h.known = lastSeq, true
+	}
 }
 
 // Renew extends the lease this Log holds on runID (journal.Renew) and keeps

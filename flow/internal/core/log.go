@@ -64,9 +64,10 @@ type Batch struct {
 	Results []bundle.Result
 	// Deferrable says the batch is an answered call's (its call:start,
 	// call:done and result record, or a case run's case:call line for it,
-	// or its case:outcome, which its terminal event follows): nothing ran
-	// outside the run to make it, and a run resumed after a crash makes it
-	// again the same way. A Log may then hold it and write it
+	// or its case:outcome, which its terminal event follows), or the run's
+	// run:start: nothing ran outside the run to make it, and a run resumed
+	// after a crash makes it again (its run:start with the code that
+	// resumes it). A Log may then hold it and write it
 	// with the run's next batch (still in run_seq order, and returning the
 	// run_seq it will have), so that a run of answered calls costs one write
 	// per many calls; a crash loses only such batches, and the journal is

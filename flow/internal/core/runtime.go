@@ -312,7 +312,7 @@ func (rt *Runtime) execute(ctx context.Context, t *target, p RunParams) (Outcome
 		in = decoded
 		ev := Event{Kind: runevent.RunStart, At: r.now(), Inputs: inputs, CodeVersion: t.info.CodeVersion}
 		r.mu.Lock()
-		err = r.appendLocked(ctx, ctx, Batch{Events: []Event{ev}})
+		err = r.appendLocked(ctx, ctx, Batch{Events: []Event{ev}, Deferrable: true})
 		r.mu.Unlock()
 		if err != nil {
 			return r.abandonedOutcome(ctx, err)

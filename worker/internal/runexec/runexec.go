@@ -580,6 +580,9 @@ func (x *Executor) run(ctx context.Context, runID string, log *zap.Logger) (_ ho
 	if err != nil {
 		return "", "", err
 	}
+	// Read under the run's lease: the Log may hold the run's first
+	// deferrable batches (its run:start goes with its first write).
+	x.log.Seen(runID, meta.LastSeq)
 	typ, terr := runType(sub)
 	var out host.Outcome
 	ctx, span := x.startRunSpan(ctx, sub, meta, typ)
