@@ -380,34 +380,6 @@ type HeadReader interface {
 	Head(ctx context.Context, runID string, n int) (Meta, []Event, error)
 }
 
-// HeadAcquirer takes a run's lease and reads the run's head in one round
-// trip: a worker takes the lease of each run it executes, then reads the
-// run's meta and its run:submitted. valkeyjournal implements it.
-type HeadAcquirer interface {
-	// AcquireHead is Acquire, then Head(p.RunID, n) read under the new
-	// lease at the same instant (the meta holds the new lease); its errors
-	// are Acquire's.
-	AcquireHead(ctx context.Context, p AcquireParams, n int) (Lease, Meta, []Event, error)
-}
-
-// AcquireHead takes run p.RunID's lease (Acquire) and reads its meta and
-// first n events under it: through j's HeadAcquirer when it has one, else
-// Acquire then ReadHead.
-func AcquireHead(ctx context.Context, j Journal, p AcquireParams, n int) (Lease, Meta, []Event, error) {
-	if ha, ok := j.(HeadAcquirer); ok {
-		return ha.AcquireHead(ctx, p, n)
-	}
-	lease, err := j.Acquire(ctx, p)
-	if err != nil {
-		return Lease{}, Meta{}, nil, err
-	}
-	meta, events, err := ReadHead(ctx, j, p.RunID, n)
-	if err != nil {
-		return Lease{}, Meta{}, nil, err
-	}
-	return lease, meta, events, nil
-}
-
 // ReadHead returns run runID's meta and first n events: through j's
 // HeadReader when it has one, else from the run read whole (Run).
 func ReadHead(ctx context.Context, j Journal, runID string, n int) (Meta, []Event, error) {

@@ -395,47 +395,6 @@ func testHead(t *testing.T, h *Harness) {
 	wantErr(t, "Head of an unknown run", err, journal.ErrRunNotFound)
 }
 
-// testAcquireHead: journal.AcquireHead (the journal's HeadAcquirer, when it
-// has one) takes the lease as Acquire does, with the next epoch, and reads
-// the run's meta, holding the new lease, and its first n events; it fails
-// as Acquire does on a lease another owner holds, a finished run and an
-// unknown one, and the lease it took fences the one before.
-func testAcquireHead(t *testing.T, h *Harness) {
-	f := setup(t, h)
-	id, all := f.twoCalls(t)
-	var prev journal.Lease
-	for i, n := range []int{1, len(all), len(all) + 3} {
-		// The holder, "w", takes a fresh epoch of its own lease each time.
-		l, meta, got, err := journal.AcquireHead(f.ctx, f.j, journal.AcquireParams{RunID: id, Owner: "w", TTL: time.Minute}, n)
-		if err != nil {
-			t.Fatalf("AcquireHead(%d): %v", n, err)
-		}
-		if want := int64(i + 2); l.RunID != id || l.Owner != "w" || l.Epoch != want || meta.LeaseEpoch != want {
-			t.Errorf("AcquireHead(%d) lease = %+v, meta epoch %d, want epoch %d", n, l, meta.LeaseEpoch, want)
-		}
-		if meta.RunID != id || meta.LastSeq != int64(len(all)) || meta.LeaseOwner != "w" || meta.Status != journal.StatusRunning {
-			t.Errorf("AcquireHead(%d) meta = %+v, want run %s, last_seq %d, owner w, running", n, meta, id, len(all))
-		}
-		sameEvents(t, fmt.Sprintf("AcquireHead(%d)", n), got, all[:min(n, len(all))])
-		if prev.Epoch != 0 {
-			_, err := f.j.Append(f.ctx, prev, journal.Batch{})
-			wantErr(t, "Append under the lease before AcquireHead", err, journal.ErrLeaseLost)
-		}
-		f.appendOK(t, l, journal.Batch{})
-		prev = l
-	}
-	held, hl := f.create(t, "holder", time.Minute)
-	_, _, _, err := journal.AcquireHead(f.ctx, f.j, journal.AcquireParams{RunID: held, Owner: "other"}, 1)
-	wantErr(t, "AcquireHead of a held lease", err, journal.ErrLeaseHeld)
-	if _, err := f.j.Finish(f.ctx, hl, journal.Batch{Events: []journal.Event{mkEvent(runevent.RunComplete, nil)}}); err != nil {
-		t.Fatalf("Finish: %v", err)
-	}
-	_, _, _, err = journal.AcquireHead(f.ctx, f.j, journal.AcquireParams{RunID: held, Owner: "other"}, 1)
-	wantErr(t, "AcquireHead of a finished run", err, journal.ErrRunFinished)
-	_, _, _, err = journal.AcquireHead(f.ctx, f.j, journal.AcquireParams{RunID: newID("missing"), Owner: "other"}, 1)
-	wantErr(t, "AcquireHead of an unknown run", err, journal.ErrRunNotFound)
-}
-
 func testExactBytes(t *testing.T, h *Harness) {
 	f := setup(t, h)
 	id, l := f.create(t, "w", 0)

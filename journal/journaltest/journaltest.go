@@ -92,7 +92,6 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"AppendAssignsRunSeq", testAppendAssignsSeq},
 		{"Tail", testTail},
 		{"Head", testHead},
-		{"AcquireHead", testAcquireHead},
 		{"ExactBytes", testExactBytes},
 		{"ExpectedRunSeq", testExpectedSeq},
 		{"Results", testResults},

@@ -202,13 +202,6 @@ func (j *Journal) Head(ctx context.Context, runID string, n int) (journal.Meta, 
 	return journal.ReadHead(ctx, j.Journal, runID, n)
 }
 
-// AcquireHead implements journal.HeadAcquirer: the live journal's
-// AcquireHead where it has one, else Acquire then Head
-// (journal.AcquireHead).
-func (j *Journal) AcquireHead(ctx context.Context, p journal.AcquireParams, n int) (journal.Lease, journal.Meta, []journal.Event, error) {
-	return journal.AcquireHead(ctx, j.Journal, p, n)
-}
-
 // Tail implements journal.TailReader: the live journal's Tail where it has
 // one (every journal Open opens), else the last n of the run's events.
 func (j *Journal) Tail(ctx context.Context, runID string, n int) ([]journal.Event, error) {

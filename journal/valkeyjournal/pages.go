@@ -3,8 +3,6 @@ package valkeyjournal
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -16,74 +14,17 @@ import (
 )
 
 // RunPages implements journal.PagedReader: the run's meta, its result ids
-// and its first 1,024 events in one script (firstPageScript), with the
-// values of its results too when it has at most preloadResults of them in
-// at most preloadBytes (a run whose page of results would be read next
-// anyway); then its other events an XRANGE of 1,024 at a time and its
-// results by HMGET, as asked. A run no longer live is read through the
-// archive: in pages where the archive has them (journal.PagedArchive), else
-// whole (Run) and paged in memory. Events or results gone between two pages
-// (the run's keys expired) are journal.ErrRunChanged. A user whose ACL
-// refuses scripts reads the first page in a transaction instead (firstPage),
-// and one that also refuses HKEYS reads the run whole (Run).
+// and its first 1,024 events in one transaction, then its other events an
+// XRANGE of 1,024 at a time and its results by HMGET, as asked. A run no
+// longer live is read through the archive: in pages where the archive has
+// them (journal.PagedArchive), else whole (Run) and paged in memory.
+// Events or results gone between two pages (the run's keys expired) are
+// journal.ErrRunChanged. A user whose ACL refuses HKEYS reads the run
+// whole (Run).
 func (j *Journal) RunPages(ctx context.Context, runID string) (journal.RunPages, error) {
 	if err := journal.CheckRunID(runID); err != nil {
 		return nil, fmt.Errorf("valkeyjournal: pages %s: %w", runID, err)
 	}
-	mk, ek, rk := Keys(j.opts.Namespace, runID)
-	reply, err := j.exec(ctx, firstPageScript, []string{mk, rk, ek},
-		[]string{strconv.Itoa(journal.PageSize), strconv.Itoa(preloadResults), strconv.Itoa(preloadBytes)}).ToArray()
-	if isNoPerm(err) {
-		return j.firstPage(ctx, runID)
-	}
-	if err == nil && len(reply) != 4 {
-		err = fmt.Errorf("unexpected script reply of %d parts", len(reply))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("valkeyjournal: pages %s: %w", runID, err)
-	}
-	p, err := j.newPages(ctx, runID, reply[0], reply[1], reply[2])
-	switch {
-	case err != nil:
-		return nil, err
-	case p.archived != nil:
-		return p.archived, nil
-	}
-	if vals, err := reply[3].ToArray(); err == nil && len(vals) == len(p.unsorted) {
-		p.preloaded = make(map[string][]byte, len(vals))
-		for i, v := range vals {
-			if raw, err := v.AsBytes(); err == nil {
-				p.preloaded[p.unsorted[i]] = raw
-			}
-		}
-	}
-	p.unsorted = nil
-	return p, nil
-}
-
-// The most results, and bytes of them, RunPages reads with a run's first
-// page.
-const (
-	preloadResults = 256
-	preloadBytes   = 1 << 20
-)
-
-// isNoPerm reports whether err is Valkey's refusal of a command to the
-// user (its ACL): NOPERM, or the error of a script that called one.
-func isNoPerm(err error) bool {
-	ve, ok := valkey.IsValkeyErr(err)
-	if !ok {
-		return false
-	}
-	msg := ve.Error()
-	return strings.HasPrefix(msg, "NOPERM") || strings.Contains(msg, "can't run this command")
-}
-
-// firstPage is RunPages' first read as a transaction (MULTI: the meta, the
-// result ids, the first page of events), for a user whose ACL refuses
-// scripts; one whose ACL also refuses HKEYS (granted before saves read in
-// pages) reads the run whole, as it did then.
-func (j *Journal) firstPage(ctx context.Context, runID string) (journal.RunPages, error) {
 	mk, ek, rk := Keys(j.opts.Namespace, runID)
 	resps := j.c.DoMulti(ctx,
 		j.c.B().Multi().Build(),
@@ -96,10 +37,14 @@ func (j *Journal) firstPage(ctx context.Context, runID string) (journal.RunPages
 	for _, r := range resps {
 		if e := r.Error(); e != nil {
 			err = e
-			noPerm = noPerm || isNoPerm(e)
+			if ve, ok := valkey.IsValkeyErr(e); ok && strings.HasPrefix(ve.Error(), "NOPERM") {
+				noPerm = true
+			}
 		}
 	}
 	if noPerm {
+		// A user whose ACL lacks HKEYS (granted before saves read in
+		// pages) reads the run whole, as it did then.
 		return j.wholePages(ctx, runID)
 	}
 	if err == nil && len(reply) != 3 {
@@ -108,23 +53,7 @@ func (j *Journal) firstPage(ctx context.Context, runID string) (journal.RunPages
 	if err != nil {
 		return nil, fmt.Errorf("valkeyjournal: pages %s: %w", runID, err)
 	}
-	p, err := j.newPages(ctx, runID, reply[0], reply[1], reply[2])
-	switch {
-	case err != nil:
-		return nil, err
-	case p.archived != nil:
-		return p.archived, nil
-	}
-	p.unsorted = nil
-	return p, nil
-}
-
-// newPages is the pages of run runID from the replies of its first read:
-// its meta, its result ids and its first page of events. A run that is not
-// live gives pages whose archived is set: the archive's copy, in pages
-// where it has them, else the run read whole.
-func (j *Journal) newPages(ctx context.Context, runID string, metaReply, idsReply, eventsReply valkey.ValkeyMessage) (*pages, error) {
-	fields, err := metaReply.AsStrMap()
+	fields, err := reply[0].AsStrMap()
 	if err != nil {
 		return nil, fmt.Errorf("valkeyjournal: pages %s: meta: %w", runID, err)
 	}
@@ -135,28 +64,19 @@ func (j *Journal) newPages(ctx context.Context, runID string, metaReply, idsRepl
 			if err != nil {
 				return nil, fmt.Errorf("valkeyjournal: pages %s: %w", runID, err)
 			}
-			return &pages{archived: archivedPages{pg}}, nil
+			return archivedPages{pg}, nil
 		}
-		pg, err := j.wholePages(ctx, runID)
-		if err != nil {
-			return nil, err
-		}
-		return &pages{archived: pg}, nil
+		return j.wholePages(ctx, runID)
 	}
-	_, ek, rk := Keys(j.opts.Namespace, runID)
 	p := &pages{j: j, events: ek, results: rk}
 	if p.meta, err = decodeMeta(fields); err != nil {
 		return nil, fmt.Errorf("valkeyjournal: pages %s: %w", runID, err)
 	}
-	if p.ids, err = idsReply.AsStrSlice(); err != nil {
+	if p.ids, err = reply[1].AsStrSlice(); err != nil {
 		return nil, fmt.Errorf("valkeyjournal: pages %s: results: %w", runID, err)
 	}
-	if p.ids == nil {
-		p.ids = []string{}
-	}
-	p.unsorted = slices.Clone(p.ids)
 	journal.SortResultIDs(p.ids)
-	if p.first, err = eventsReply.ToArray(); err != nil {
+	if p.first, err = reply[2].ToArray(); err != nil {
 		return nil, fmt.Errorf("valkeyjournal: pages %s: events: %w", runID, err)
 	}
 	return p, nil
@@ -188,17 +108,8 @@ type pages struct {
 	events, results string
 	meta            journal.Meta
 	ids             []string
-	// unsorted is ids as the first read returned them, until RunPages
-	// pairs them with the values it read.
-	unsorted []string
 	// first is the XRANGE of the first page of events, read with the meta.
 	first []valkey.ValkeyMessage
-	// preloaded holds the values of the results read with the first page
-	// (a small run's), by id, until Results takes them.
-	preloaded map[string][]byte
-	// archived, for a run no longer live, is the archive's pages that
-	// RunPages returns instead.
-	archived journal.RunPages
 }
 
 func (p *pages) Meta() journal.Meta  { return p.meta }
@@ -267,16 +178,12 @@ func (p *pages) Results(ctx context.Context, ids []string) ([]bundle.Result, err
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	runID := p.meta.RunID
-	out := make([]bundle.Result, len(ids))
-	if p.fromPreloaded(ids, out) {
-		return out, nil
-	}
-	c := p.j.c
+	c, runID := p.j.c, p.meta.RunID
 	vals, err := c.Do(ctx, c.B().Hmget().Key(p.results).Field(ids...).Build()).ToArray()
 	if err != nil {
 		return nil, fmt.Errorf("valkeyjournal: results of %s: %w", runID, err)
 	}
+	out := make([]bundle.Result, len(ids))
 	for i, v := range vals {
 		raw, err := v.AsBytes()
 		if valkey.IsValkeyNil(err) {
@@ -290,31 +197,6 @@ func (p *pages) Results(ctx context.Context, ids []string) ([]bundle.Result, err
 		}
 	}
 	return out, nil
-}
-
-// fromPreloaded decodes the results ids into out from the values read with
-// the first page, and forgets them; false (out unspecified) when one of
-// them was not read then, or does not decode (HMGET reads them again).
-func (p *pages) fromPreloaded(ids []string, out []bundle.Result) bool {
-	if p.preloaded == nil {
-		return false
-	}
-	for _, id := range ids {
-		if _, ok := p.preloaded[id]; !ok {
-			return false
-		}
-	}
-	for i, id := range ids {
-		r, err := backend.DecodeResult(p.preloaded[id])
-		if err != nil {
-			return false
-		}
-		out[i] = r
-	}
-	for _, id := range ids {
-		delete(p.preloaded, id)
-	}
-	return true
 }
 
 // entryID is the id of an XRANGE entry [id, [field, value…]].

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/valkey-io/valkey-go"
@@ -44,8 +43,7 @@ func oneCallRun(t *testing.T, c valkey.Client, ns string) *valkeyjournal.Journal
 // TestPagesSeeKeysGo: a run whose live keys go after its pages were opened
 // (its completed TTL ran out, or a hand deleted them) gives
 // journal.ErrRunChanged from the pages that read them, not a shorter run;
-// its first page of events, read with its meta, is whole. (The run has more
-// results than are read with the first page.)
+// its first page of events, read with its meta, is whole.
 func TestPagesSeeKeysGo(t *testing.T) {
 	ctx := context.Background()
 	c := newClient(t)
@@ -60,11 +58,7 @@ func TestPagesSeeKeysGo(t *testing.T) {
 	for i := range more {
 		more[i] = journal.Event{Kind: "note:x"}
 	}
-	many := make([]bundle.Result, 300)
-	for i := range many {
-		many[i] = bundle.Result{Kind: "step", Key: fmt.Sprintf("b:%d", i), Fingerprint: "f", Result: json.RawMessage(`1`)}
-	}
-	if _, err := j.Append(ctx, lease, journal.Batch{Events: more, Results: many}); err != nil {
+	if _, err := j.Append(ctx, lease, journal.Batch{Events: more}); err != nil {
 		t.Fatal(err)
 	}
 	pg, err := j.RunPages(ctx, "run_1")
@@ -87,70 +81,6 @@ func TestPagesSeeKeysGo(t *testing.T) {
 	}
 	if _, err := pg.Results(ctx, pg.ResultIDs()); !errors.Is(err, journal.ErrRunChanged) {
 		t.Errorf("Results after the results key went: %v, want ErrRunChanged", err)
-	}
-}
-
-// TestPagesSmallRunReadAtOnce: a run with few results has them read with
-// its first page, at the same instant as its meta: its pages give them
-// even once its keys went (a run with many results gives ErrRunChanged
-// then: TestPagesSeeKeysGo).
-func TestPagesSmallRunReadAtOnce(t *testing.T) {
-	ctx := context.Background()
-	c := newClient(t)
-	ns := testenv.UniqueName(t, "pagessmall")
-	cleanup(t, c, ns)
-	j := oneCallRun(t, c, ns)
-	pg, err := j.RunPages(ctx, "run_1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, results := valkeyjournal.Keys(ns, "run_1")
-	if err := c.Do(ctx, c.B().Del().Key(results).Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
-	got, err := pg.Results(ctx, pg.ResultIDs())
-	if err != nil {
-		t.Fatalf("Results of a small run after its results key went: %v", err)
-	}
-	if len(got) != 1 || got[0].Key != "a" || string(got[0].Result) != "1" {
-		t.Fatalf("Results = %+v, want step:a = 1", got)
-	}
-}
-
-// TestPagesWithoutScripts: a Valkey user whose ACL refuses scripts (a
-// read-only user of the CLI) still pages a run.
-func TestPagesWithoutScripts(t *testing.T) {
-	ctx := context.Background()
-	admin := newClient(t)
-	ns := testenv.UniqueName(t, "pagesnoscript")
-	cleanup(t, admin, ns)
-	oneCallRun(t, admin, ns)
-	user := ns + "-user"
-	if err := admin.Do(ctx, admin.B().Arbitrary("ACL", "SETUSER", user, "on", "nopass", "~*", "+@all", "-@scripting").Build()).Error(); err != nil {
-		t.Skipf("ACL SETUSER: %v", err)
-	}
-	t.Cleanup(func() { admin.Do(context.Background(), admin.B().Arbitrary("ACL", "DELUSER", user).Build()) })
-	opt, err := valkey.ParseURL(testenv.ValkeyURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.Username, opt.DisableCache = user, true
-	c, err := valkey.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	j, err := valkeyjournal.New(c, valkeyjournal.Options{Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pg, err := j.RunPages(ctx, "run_1")
-	if err != nil {
-		t.Fatalf("RunPages without scripts: %v", err)
-	}
-	rs, err := pg.Results(ctx, pg.ResultIDs())
-	if err != nil || len(rs) != 1 || rs[0].Key != "a" || pg.Meta().LastSeq != 2 {
-		t.Fatalf("pages: results %+v (%v), last_seq %d", rs, err, pg.Meta().LastSeq)
 	}
 }
 

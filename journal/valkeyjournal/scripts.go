@@ -105,9 +105,8 @@ end
 return seq
 `)
 
-// acquire takes the lease of the run whose meta is KEYS[1] for owner
-// ARGV[1] for ARGV[2] ms, leaving its epoch and expiry in epoch and untl.
-const acquire = `
+// acquireScript: KEYS meta. ARGV owner, lease TTL (ms). Returns {epoch, until}.
+var acquireScript = valkey.NewLuaScript(prelude + `
 local m = redis.call('HMGET', KEYS[1], 'status', 'lease_owner', 'lease_epoch', 'lease_until')
 if not m[1] then return redis.error_reply('PYRULA_NOTFOUND') end
 if TERMINAL[m[1]] then return redis.error_reply('PYRULA_FINISHED ' .. m[1]) end
@@ -119,38 +118,7 @@ local epoch = tonumber(m[3]) + 1
 local untl = now + tonumber(ARGV[2])
 redis.call('HSET', KEYS[1], 'lease_owner', ARGV[1], 'lease_epoch', int(epoch),
   'lease_until', int(untl), 'status', 'running')
-`
-
-// acquireScript: KEYS meta. ARGV owner, lease TTL (ms). Returns {epoch, until}.
-var acquireScript = valkey.NewLuaScript(prelude + acquire + `
 return {epoch, untl}
-`)
-
-// acquireHeadScript: KEYS meta, events. ARGV owner, lease TTL (ms), n.
-// acquireScript, then the meta (HGETALL) and the first n events (XRANGE …
-// COUNT n) as they are with the new lease. Returns {epoch, until, meta,
-// events}.
-var acquireHeadScript = valkey.NewLuaScript(prelude + acquire + `
-return {epoch, untl, redis.call('HGETALL', KEYS[1]),
-  redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', ARGV[3])}
-`)
-
-// firstPageScript: KEYS meta, results, events. ARGV page size, most
-// results, most bytes of results. RunPages' first read, in one script: the
-// meta, the result ids (HKEYS), the first page of events, and, when the run
-// has at most ARGV[2] results of at most ARGV[3] bytes in all, their values
-// in the ids' order (else false). Returns {meta, ids, events, values}.
-var firstPageScript = valkey.NewLuaScript(`
-local ids = redis.call('HKEYS', KEYS[2])
-local vals = false
-if #ids > 0 and #ids <= tonumber(ARGV[2]) then
-  vals = redis.call('HMGET', KEYS[2], unpack(ids))
-  local n = 0
-  for i = 1, #vals do n = n + #vals[i] end
-  if n > tonumber(ARGV[3]) then vals = false end
-end
-return {redis.call('HGETALL', KEYS[1]), ids,
-  redis.call('XRANGE', KEYS[3], '-', '+', 'COUNT', ARGV[1]), vals}
 `)
 
 // renewScript: KEYS meta. ARGV owner, epoch, lease TTL (ms). Returns until.

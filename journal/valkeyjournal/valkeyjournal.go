@@ -229,68 +229,6 @@ func (j *Journal) Acquire(ctx context.Context, p journal.AcquireParams) (journal
 	return journal.Lease{RunID: p.RunID, Owner: p.Owner, Epoch: epoch, Until: until, TTL: ttl}, nil
 }
 
-// AcquireHead implements journal.HeadAcquirer: one script takes the lease
-// and reads the meta and the first n events (n ≥ 1).
-func (j *Journal) AcquireHead(ctx context.Context, p journal.AcquireParams, n int) (journal.Lease, journal.Meta, []journal.Event, error) {
-	fail := func(err error) (journal.Lease, journal.Meta, []journal.Event, error) {
-		return journal.Lease{}, journal.Meta{}, nil, j.wrap(ctx, "acquire", p.RunID, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fail(err)
-	}
-	if err := journal.CheckRunID(p.RunID); err != nil {
-		return fail(err)
-	}
-	if p.Owner == "" {
-		return fail(fmt.Errorf("%w: no owner", journal.ErrInvalid))
-	}
-	if n < 1 {
-		return fail(fmt.Errorf("%w: a head of %d events", journal.ErrInvalid, n))
-	}
-	ttl := backend.LeaseTTL(p.TTL, j.opts.LeaseTTL)
-	mk, ek, _ := Keys(j.opts.Namespace, p.RunID)
-	reply, err := j.exec(ctx, acquireHeadScript, []string{mk, ek}, []string{p.Owner, ms(ttl), strconv.Itoa(n)}).ToArray()
-	if err != nil {
-		return fail(scriptError(err))
-	}
-	if len(reply) != 4 {
-		return fail(fmt.Errorf("unexpected script reply of %d parts", len(reply)))
-	}
-	epoch, err := reply[0].AsInt64()
-	if err != nil {
-		return fail(fmt.Errorf("epoch: %w", err))
-	}
-	untilMS, err := reply[1].AsInt64()
-	if err != nil {
-		return fail(fmt.Errorf("until: %w", err))
-	}
-	fields, err := reply[2].AsStrMap()
-	if err != nil {
-		return fail(fmt.Errorf("meta: %w", err))
-	}
-	meta, err := decodeMeta(fields)
-	if err != nil {
-		return fail(err)
-	}
-	meta.Origin = journal.OriginValkey
-	entries, err := reply[3].ToArray()
-	if err != nil {
-		return fail(fmt.Errorf("events: %w", err))
-	}
-	events := make([]journal.Event, len(entries))
-	for i, entry := range entries {
-		raw, err := eventOf(entry)
-		if err != nil {
-			return fail(err)
-		}
-		if events[i], err = backend.DecodeEvent(raw); err != nil {
-			return fail(err)
-		}
-	}
-	lease := journal.Lease{RunID: p.RunID, Owner: p.Owner, Epoch: epoch, Until: time.UnixMilli(untilMS).UTC(), TTL: ttl}
-	return lease, meta, events, nil
-}
-
 // Renew implements journal.Journal.
 func (j *Journal) Renew(ctx context.Context, lease journal.Lease) (journal.Lease, error) {
 	if err := ctx.Err(); err != nil {

@@ -304,9 +304,7 @@ func (x *Executor) Execute(ctx context.Context, d consumer.Delivery) consumer.Ve
 			x.running.Remove(runID)
 		}
 	}()
-	// The lease, and the run's meta and run:submitted read under it, in one
-	// round trip where the journal can (journal.HeadAcquirer).
-	lease, meta, head, err := journal.AcquireHead(ctx, x.journal, journal.AcquireParams{RunID: runID, Owner: x.owner, TTL: x.cfg.RunLease}, 1)
+	lease, err := x.journal.Acquire(ctx, journal.AcquireParams{RunID: runID, Owner: x.owner, TTL: x.cfg.RunLease})
 	switch {
 	case errors.Is(err, journal.ErrRunFinished):
 		// Finished, but perhaps not archived: its Finish could not reach
@@ -362,7 +360,7 @@ func (x *Executor) Execute(ctx context.Context, d consumer.Delivery) consumer.Ve
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); x.keepAlive(runCtx, cancel, runID, e.ID, log) }()
-	status, typ, err := x.run(runCtx, runID, meta, head, log)
+	status, typ, err := x.run(runCtx, runID, log)
 	cancel(nil)
 	wg.Wait()
 	switch {
@@ -571,14 +569,14 @@ func (x *Executor) keepAlive(ctx context.Context, cancel context.CancelCauseFunc
 	}
 }
 
-// run executes run runID (its lease adopted by x.log; meta and head, its
-// first events, read under that lease) as its run:submitted event says: start_run, run_case or run_suite (the suite's coordinator).
+// run executes run runID (its lease adopted by x.log) as its run:submitted
+// event says: start_run, run_case or run_suite (the suite's coordinator).
 // It returns the run's status once it finished (terminal event written) or
 // was suspended, and the type it was submitted with; an error means
 // neither (shutdown, lost lease or a transient failure). A suite's child
 // that finished is noted done in its suite (childDone).
-func (x *Executor) run(ctx context.Context, runID string, meta journal.Meta, head []journal.Event, log *zap.Logger) (_ host.Status, _ messages.MessageType, err error) {
-	sub, err := runwire.SubmittedIn(runID, head)
+func (x *Executor) run(ctx context.Context, runID string, log *zap.Logger) (_ host.Status, _ messages.MessageType, err error) {
+	sub, meta, err := runwire.Submitted(ctx, x.journal, runID)
 	if err != nil {
 		return "", "", err
 	}

@@ -119,18 +119,10 @@ func Submitted(ctx context.Context, j journal.Journal, runID string) (journal.Ev
 	if err != nil {
 		return journal.Event{}, journal.Meta{}, fmt.Errorf("read run %s: %w", runID, err)
 	}
-	sub, err := SubmittedIn(runID, events)
-	return sub, meta, err
-}
-
-// SubmittedIn returns the run:submitted event of run runID from head, the
-// run's first events as read with its meta (journal.ReadHead,
-// journal.AcquireHead).
-func SubmittedIn(runID string, head []journal.Event) (journal.Event, error) {
-	if len(head) == 0 || head[0].Kind != runevent.RunSubmitted {
-		return journal.Event{}, fmt.Errorf("run %s has no run:submitted event", runID)
+	if len(events) == 0 || events[0].Kind != runevent.RunSubmitted {
+		return journal.Event{}, journal.Meta{}, fmt.Errorf("run %s has no run:submitted event", runID)
 	}
-	return head[0], nil
+	return events[0], meta, nil
 }
 
 // ForkRangeRefusal is the refusal of a fork outside the run's events, in
