@@ -27,18 +27,25 @@ func answered(i int) host.Batch {
 		Results: []bundle.Result{{Key: ref.Key, Kind: string(ref.Kind), Fingerprint: "f", Result: json.RawMessage(`1`)}}}
 }
 
-// heldLog is a Log on a memory journal with a run started (run:submitted
-// and run:start written).
-func heldLog(t *testing.T) (*journallog.Log, journal.Journal, string) {
+// memLog is a Log of owner on a new memory journal.
+func memLog(t *testing.T, owner string) (journal.Journal, *journallog.Log) {
 	t.Helper()
 	j, err := memjournal.New(memjournal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	log, err := journallog.New(j, journallog.Options{Owner: "test"})
+	log, err := journallog.New(j, journallog.Options{Owner: owner})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return j, log
+}
+
+// heldLog is a Log on a memory journal with a run started (run:submitted
+// and run:start written).
+func heldLog(t *testing.T) (*journallog.Log, journal.Journal, string) {
+	t.Helper()
+	j, log := memLog(t, "test")
 	runID := "run_held"
 	if _, err := log.Append(context.Background(), runID, host.Batch{Target: "t", Events: []host.Event{{Kind: runevent.RunStart, Inputs: json.RawMessage(`{}`)}}}); err != nil {
 		t.Fatal(err)
@@ -104,14 +111,7 @@ func TestSeenHoldsTheFirstBatch(t *testing.T) {
 	ctx := context.Background()
 	runStart := host.Batch{Target: "t", Deferrable: true, Events: []host.Event{{Kind: runevent.RunStart, Inputs: json.RawMessage(`{}`)}}}
 	for _, seen := range []bool{true, false} {
-		j, err := memjournal.New(memjournal.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		log, err := journallog.New(j, journallog.Options{Owner: "exec"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		j, log := memLog(t, "exec")
 		runID := fmt.Sprintf("run_seen_%v", seen)
 		if _, err := j.Create(ctx, journal.CreateParams{RunID: runID, TargetName: "t"}); err != nil {
 			t.Fatal(err)

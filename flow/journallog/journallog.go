@@ -11,11 +11,12 @@
 // host.Batch.Deferrable) is held once the Log knows the run's last run_seq
 // (a write returned it, or the caller told it: Seen), and written with the
 // run's next batch that is not, or with its Finish or Release, or once the
-// held batches reach MaxHeldEvents events or are MaxHoldFor old: a run replaying recorded calls writes once per many
-// calls instead of once per call. Held batches are in no journal until
-// then: a crash loses them, and the run resumed elsewhere makes them again
-// from its recording; what reaches the journal is always a prefix of the
-// run, in run_seq order.
+// held batches reach MaxHeldEvents events or are MaxHoldFor old: a run
+// replaying recorded calls writes once per many calls instead of once per
+// call. Held batches are in no journal until then: a crash loses them, and
+// the run resumed elsewhere makes them again (from its recording, or its
+// run:start with the code that resumes it); what reaches the journal is
+// always a prefix of the run, in run_seq order.
 //
 // journallog imports bundle, flow/host, journal and runevent.
 package journallog
