@@ -45,16 +45,20 @@ func (x *Executor) runCase(ctx context.Context, meta journal.Meta, sub journal.E
 	suiteRef, isChild := suiteRefOf(sub)
 	// A suite's child reads its suite's state while its case loads (a
 	// round trip less), and looks at it first: a fail_fast suite that
-	// stopped runs no more children, whatever their options or case.
+	// stopped runs no more children, whatever their options or case. The
+	// state of a stopped suite cancels the load, so that a skipped child
+	// does not load its case.
+	loadCtx, cancelLoad := context.WithCancel(ctx)
+	defer cancelLoad()
 	var stateRead <-chan stateResult
 	if isChild {
-		stateRead = x.readSuiteState(ctx, suiteRef.SuiteID)
+		stateRead = x.readSuiteState(ctx, suiteRef.SuiteID, cancelLoad)
 	}
 	opts, optErr := runwire.CaseOptions(b.Options)
 	var cb *bundle.Canonical
 	var err error
 	if messages.AsError(optErr) == nil {
-		cb, err = x.loadCase(ctx, b)
+		cb, err = x.loadCase(loadCtx, b)
 	}
 	var state childState
 	if isChild {

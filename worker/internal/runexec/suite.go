@@ -532,11 +532,15 @@ type stateResult struct {
 
 // readSuiteState reads childState of suite suiteID (suiteState) on a
 // goroutine of its own, so that the caller's other reads overlap it; the
-// channel holds its result.
-func (x *Executor) readSuiteState(ctx context.Context, suiteID string) <-chan stateResult {
+// channel holds its result. It calls stopped first when the suite stopped
+// (fail_fast), so that the caller can cancel what overlaps the read.
+func (x *Executor) readSuiteState(ctx context.Context, suiteID string, stopped func()) <-chan stateResult {
 	read := make(chan stateResult, 1)
 	go func() {
 		st, err := x.suiteState(ctx, suiteID)
+		if err == nil && st.stoppedBy != "" {
+			stopped()
+		}
 		read <- stateResult{st, err}
 	}()
 	return read
