@@ -13,6 +13,7 @@ package resultjson
 import (
 	"encoding"
 	"encoding/json"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -407,7 +408,12 @@ func decodeNumber(set func(text string, p unsafe.Pointer) bool) decodeFunc {
 
 // decodeInt is the decoder of the signed integers of that many bits.
 func decodeInt(bits int) decodeFunc {
+	lo, hi := int64(-1)<<(bits-1), int64(uint64(1)<<(bits-1)-1)
 	return decodeNumber(func(text string, p unsafe.Pointer) bool {
+		if n, ok := shortInt(text); ok && lo <= n && n <= hi {
+			storeInteger(p, bits, uint64(n))
+			return true
+		}
 		n, err := strconv.ParseInt(text, 10, bits)
 		if err == nil {
 			storeInteger(p, bits, uint64(n))
@@ -418,7 +424,15 @@ func decodeInt(bits int) decodeFunc {
 
 // decodeUint is the decoder of the unsigned integers of that many bits.
 func decodeUint(bits int) decodeFunc {
+	hi := int64(math.MaxInt64) // a short integer is below 10^18
+	if bits < 64 {
+		hi = int64(1)<<bits - 1
+	}
 	return decodeNumber(func(text string, p unsafe.Pointer) bool {
+		if n, ok := shortInt(text); ok && 0 <= n && n <= hi && text[0] != '-' {
+			storeInteger(p, bits, uint64(n))
+			return true
+		}
 		n, err := strconv.ParseUint(text, 10, bits)
 		if err == nil {
 			storeInteger(p, bits, n)
@@ -442,9 +456,84 @@ func storeInteger(p unsafe.Pointer, bits int, n uint64) {
 	}
 }
 
+// shortInt returns the value of text, a number of JSON's grammar, when it
+// is an integer of at most 18 digits (no fraction, no exponent), which an
+// int64 holds: the common case, read without strconv's general path.
+func shortInt(text string) (int64, bool) {
+	digits := text
+	if digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) > 18 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(digits); i++ {
+		c := digits[i] - '0'
+		if c > 9 { // '.', 'e' or 'E'
+			return 0, false
+		}
+		n = n*10 + int64(c)
+	}
+	if text[0] == '-' {
+		n = -n
+	}
+	return n, true
+}
+
+// exactPow10 are the powers of ten a float64 holds exactly, up to the
+// largest exactFloat divides by.
+var exactPow10 = [...]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15}
+
+// exactFloat returns the float64 of text, a number of JSON's grammar, when
+// it has no exponent and at most 15 digits: the digits, an integer below
+// 2^53, and the power of ten of its fraction are both exact, so their
+// quotient is the correctly rounded value, the float64 strconv.ParseFloat
+// returns (which takes the same shortcut).
+func exactFloat(text string) (float64, bool) {
+	digits := text
+	if digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) > 16 { // 15 digits and a point
+		return 0, false
+	}
+	var m uint64
+	fraction, n := -1, 0
+	for i := 0; i < len(digits); i++ {
+		c := digits[i]
+		switch {
+		case '0' <= c && c <= '9':
+			m = m*10 + uint64(c-'0')
+			n++
+		case c == '.':
+			fraction = n
+		default: // an exponent
+			return 0, false
+		}
+	}
+	if n > 15 {
+		return 0, false
+	}
+	f := float64(m)
+	if fraction >= 0 {
+		f /= exactPow10[n-fraction]
+	}
+	if text[0] == '-' {
+		f = -f
+	}
+	return f, true
+}
+
 // decodeFloat is the decoder of the floats of that many bits.
 func decodeFloat(bits int) decodeFunc {
 	return decodeNumber(func(text string, p unsafe.Pointer) bool {
+		if bits == 64 {
+			if f, ok := exactFloat(text); ok {
+				*(*float64)(p) = f
+				return true
+			}
+		}
 		f, err := strconv.ParseFloat(text, bits)
 		switch {
 		case err != nil:

@@ -2,7 +2,9 @@ package resultjson_test
 
 import (
 	"encoding/json"
+	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -142,6 +144,12 @@ var inputs = []string{
 	`{"id":1,"ID":2}`, `{"Name":"a","name":"b"}`,
 	`{"unknown":{"deep":[1,{"x":null}],"s":"\ud83d\ude00"},"id":5}`,
 	`null`, `[]`, `{}`, `1`, `-0`, `"s"`, `true`, `[{"a":1},{"b":"x"}]`, `[1,"a",null]`,
+	`{"id":999999999999999999,"small":127,"u":999999999999999999,"u8":0,"total":123456789012345,"ratio":0.1}`,
+	`{"id":-999999999999999999,"small":-129}`, `{"id":9223372036854775807,"u":9223372036854775808}`,
+	`{"id":-9223372036854775808}`, `{"id":9223372036854775808}`, `{"u8":-0}`, `{"u":-0}`, `{"id":-0}`,
+	`{"total":-0.0}`, `{"total":0.000000000000001}`, `{"total":1234567890.12345}`, `{"total":1234567890.123456}`,
+	`{"total":9007199254740993}`, `{"total":900719925474099.3}`, `{"ratio":16777217}`,
+	`[-0.0,0.30000000000000004,123456789012345.6,1.5e3,0.1,100000000000000000000.5]`,
 	`{"a":1,}`, `[1,]`, `{"a" :1}`, ` {}`, `{"a":1} `, `[01]`, `{"a":tru}`, `"\x"`, `"\ud800"`, `{"id":1}{}`,
 }
 
@@ -239,5 +247,54 @@ func TestDecodeDepth(t *testing.T) {
 		if c.took(deeper) {
 			t.Errorf("%s: 1,001 levels decoded", c.name)
 		}
+	}
+}
+
+// TestDecodeNumbersAsStrconv: a number decodes to the bits strconv gives
+// it, the sign of a negative zero included (reflect.DeepEqual cannot tell
+// -0 from 0), and into each integer size exactly when strconv takes it.
+func TestDecodeNumbersAsStrconv(t *testing.T) {
+	numbers := []string{
+		"0", "-0", "-0.0", "0.1", "0.5", "1.5", "-1.5", "0.30000000000000004", "123456789012345",
+		"12345678901234.5", "1234567890.123456", "0.000000000000001", "0.0000000000000001",
+		"9007199254740993", "900719925474099.3", "999999999999999", "9999999999999999",
+		"127", "128", "-128", "-129", "255", "256", "32767", "32768", "65535", "65536",
+		"2147483647", "2147483648", "-2147483648", "-2147483649", "4294967295", "4294967296",
+		"999999999999999999", "-999999999999999999", "1000000000000000000",
+		"9223372036854775807", "9223372036854775808", "-9223372036854775808", "-9223372036854775809",
+		"18446744073709551615", "18446744073709551616", "1e2", "1.0", "10.50",
+	}
+	for _, text := range numbers {
+		var got float64
+		want, err := strconv.ParseFloat(text, 64)
+		if ok := resultjson.Decode([]byte(text), &got); ok != (err == nil) || ok && math.Float64bits(got) != math.Float64bits(want) {
+			t.Errorf("float64 %s: Decode %v (%v), strconv %v (%v)", text, got, ok, want, err)
+		}
+		checkInt[int8](t, text, 8)
+		checkInt[int16](t, text, 16)
+		checkInt[int32](t, text, 32)
+		checkInt[int64](t, text, 64)
+		checkUint[uint8](t, text, 8)
+		checkUint[uint16](t, text, 16)
+		checkUint[uint32](t, text, 32)
+		checkUint[uint64](t, text, 64)
+	}
+}
+
+func checkInt[T int8 | int16 | int32 | int64](t *testing.T, text string, bits int) {
+	t.Helper()
+	var got T
+	want, err := strconv.ParseInt(text, 10, bits)
+	if ok := resultjson.Decode([]byte(text), &got); ok != (err == nil) || ok && int64(got) != want {
+		t.Errorf("%T %s: Decode %v (%v), strconv %v (%v)", got, text, got, ok, want, err)
+	}
+}
+
+func checkUint[T uint8 | uint16 | uint32 | uint64](t *testing.T, text string, bits int) {
+	t.Helper()
+	var got T
+	want, err := strconv.ParseUint(text, 10, bits)
+	if ok := resultjson.Decode([]byte(text), &got); ok != (err == nil) || ok && uint64(got) != want {
+		t.Errorf("%T %s: Decode %v (%v), strconv %v (%v)", got, text, got, ok, want, err)
 	}
 }
