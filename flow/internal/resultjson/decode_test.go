@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/pyrula/caseworker/canonjson"
 	"github.com/pyrula/caseworker/flow/internal/resultjson"
@@ -270,31 +271,34 @@ func TestDecodeNumbersAsStrconv(t *testing.T) {
 		if ok := resultjson.Decode([]byte(text), &got); ok != (err == nil) || ok && math.Float64bits(got) != math.Float64bits(want) {
 			t.Errorf("float64 %s: Decode %v (%v), strconv %v (%v)", text, got, ok, want, err)
 		}
-		checkInt[int8](t, text, 8)
-		checkInt[int16](t, text, 16)
-		checkInt[int32](t, text, 32)
-		checkInt[int64](t, text, 64)
-		checkUint[uint8](t, text, 8)
-		checkUint[uint16](t, text, 16)
-		checkUint[uint32](t, text, 32)
-		checkUint[uint64](t, text, 64)
+		checkInteger[int8](t, text)
+		checkInteger[int16](t, text)
+		checkInteger[int32](t, text)
+		checkInteger[int64](t, text)
+		checkInteger[uint8](t, text)
+		checkInteger[uint16](t, text)
+		checkInteger[uint32](t, text)
+		checkInteger[uint64](t, text)
 	}
 }
 
-func checkInt[T int8 | int16 | int32 | int64](t *testing.T, text string, bits int) {
+// checkInteger decodes text into a T and checks it against strconv's
+// reading of it for T's size and sign.
+func checkInteger[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64](t *testing.T, text string) {
 	t.Helper()
-	var got T
-	want, err := strconv.ParseInt(text, 10, bits)
-	if ok := resultjson.Decode([]byte(text), &got); ok != (err == nil) || ok && int64(got) != want {
-		t.Errorf("%T %s: Decode %v (%v), strconv %v (%v)", got, text, got, ok, want, err)
+	var got, want T
+	bits := int(unsafe.Sizeof(got)) * 8
+	var err error
+	if ^T(0) < 0 { // signed
+		var n int64
+		n, err = strconv.ParseInt(text, 10, bits)
+		want = T(n)
+	} else {
+		var n uint64
+		n, err = strconv.ParseUint(text, 10, bits)
+		want = T(n)
 	}
-}
-
-func checkUint[T uint8 | uint16 | uint32 | uint64](t *testing.T, text string, bits int) {
-	t.Helper()
-	var got T
-	want, err := strconv.ParseUint(text, 10, bits)
-	if ok := resultjson.Decode([]byte(text), &got); ok != (err == nil) || ok && uint64(got) != want {
+	if ok := resultjson.Decode([]byte(text), &got); ok != (err == nil) || ok && got != want {
 		t.Errorf("%T %s: Decode %v (%v), strconv %v (%v)", got, text, got, ok, want, err)
 	}
 }
