@@ -120,6 +120,20 @@ type Store interface {
 	Close() error
 }
 
+// Local is implemented by a Store whose calls stay on this machine (a
+// directory, memory) and never wait on a network: the worker makes such a
+// store's Stat on the goroutine that reads its messages.
+type Local interface {
+	// Local reports whether the store's calls stay on this machine.
+	Local() bool
+}
+
+// IsLocal reports whether s says its calls stay on this machine (Local).
+func IsLocal(s Store) bool {
+	l, ok := s.(Local)
+	return ok && l.Local()
+}
+
 // ContextReader returns a reader that fails once ctx is done, so that a
 // backend copying a long blob stops promptly on cancellation.
 func ContextReader(ctx context.Context, r io.Reader) io.Reader { return ctxReader{ctx, r} }

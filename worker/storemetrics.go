@@ -37,6 +37,9 @@ type meteredStore struct {
 
 var _ store.Store = (*meteredStore)(nil)
 
+// Local implements store.Local for the store it measures.
+func (s *meteredStore) Local() bool { return store.IsLocal(s.Store) }
+
 // storeOp is the duration histogram and error counter of one operation.
 type storeOp struct {
 	duration prometheus.Observer

@@ -503,6 +503,9 @@ func (s *Store) DeleteBefore(ctx context.Context, hash bundle.Hash, cutoff time.
 	return true, nil
 }
 
+// Local implements store.Local: a directory of this machine.
+func (s *Store) Local() bool { return true }
+
 // Identity implements store.Store: "file://" and the absolute directory.
 func (s *Store) Identity() string { return s.identity }
 

@@ -214,6 +214,9 @@ func (s *Store) deleteIf(ctx context.Context, op string, hash bundle.Hash, ok fu
 	return true, nil
 }
 
+// Local implements store.Local: the memory of this process.
+func (s *Store) Local() bool { return true }
+
 // Identity implements store.Store: always "memory:".
 func (s *Store) Identity() string { return "memory:" }
 

@@ -94,7 +94,8 @@ func New(cfg Config, deps Deps) *Batcher {
 	return &Batcher{client: deps.Client, timeout: cmp.Or(cfg.Timeout, DefaultTimeout)}
 }
 
-// Do sends cmd in the next batch and returns its result. A batch runs to
+// Do sends cmd in the next batch and returns its result; under the context
+// of a Task, the Task's driver sends it (Round). A batch runs to
 // its end under Config.Timeout even when the ctx of the caller that leads
 // it is cancelled, since it carries other handlers' commands. cmd must
 // have a key: on a Valkey Cluster the batch's commands go to the nodes of
@@ -103,17 +104,26 @@ func New(cfg Config, deps Deps) *Batcher {
 func (b *Batcher) Do(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult {
 	call := getCall()
 	call.cmd = cmd
-	b.run(ctx, call)
+	if t := taskOf(ctx); t != nil {
+		t.hand(call)
+	} else {
+		b.run(ctx, call)
+	}
 	res := call.res
 	putCall(call)
 	return res
 }
 
-// Ack XACKs entry id of stream for group in the next batch.
+// Ack XACKs entry id of stream for group in the next batch, or, under the
+// context of a Task, in its driver's next Round.
 func (b *Batcher) Ack(ctx context.Context, stream, group, id string) error {
 	call := getCall()
 	call.ack, call.isAck = ackArgs{stream, group, id}, true
-	b.run(ctx, call)
+	if t := taskOf(ctx); t != nil {
+		t.hand(call)
+	} else {
+		b.run(ctx, call)
+	}
 	err := call.err
 	putCall(call)
 	return err

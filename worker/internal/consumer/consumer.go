@@ -11,8 +11,9 @@
 // (XREADGROUP, XPENDING, XCLAIM) and the parsing of their replies are
 // here too.
 //
-// It imports only valkey-go, zap and the standard library: nothing of the
-// project, so that the worker's parts can share it without cycles.
+// It imports only valkey-go, zap, the standard library and the worker's
+// batch package (which imports nothing of the project), so that the
+// worker's parts can share it without cycles.
 package consumer
 
 import (
@@ -24,6 +25,8 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
+
+	"github.com/pyrula/caseworker/worker/internal/batch"
 	"go.uber.org/zap"
 )
 
@@ -57,6 +60,13 @@ type Deps struct {
 	// blocking read, so that under load the read shares a round trip with
 	// the handlers' commands.
 	Batched func(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult
+	// Tasks, when set, runs the handlers of new entries as tasks of Run's
+	// own goroutine (batch.Tasks): their commands through Tasks go in one
+	// round trip per round (Batcher.Round), with the read of the next new
+	// entries, and a handler goes on on a goroutine of its own (Go) only
+	// once it detaches (batch.Detach). Reclaimed and re-read entries, and
+	// dead letters, keep goroutines of their own.
+	Tasks *batch.Batcher
 	// Events are told what Run did.
 	Events Events
 }
@@ -69,6 +79,7 @@ type Consumer struct {
 	log     *zap.Logger
 	spawn   func(fn func())
 	batched func(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult
+	tasks   *batch.Batcher
 	events  Events
 	slots   chan struct{}
 	nslots  int
@@ -104,7 +115,7 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 		spawn = func(fn func()) { go fn() }
 	}
 	n := max(cfg.Slots, 1)
-	return &Consumer{cfg: cfg, client: deps.Client, log: log, spawn: spawn, batched: deps.Batched, events: deps.Events,
+	return &Consumer{cfg: cfg, client: deps.Client, log: log, spawn: spawn, batched: deps.Batched, tasks: deps.Tasks, events: deps.Events,
 		slots: make(chan struct{}, n), nslots: n}, nil
 }
 
@@ -159,6 +170,16 @@ func (c *Consumer) TakeFree(n int) int {
 		held++
 	}
 	return held
+}
+
+// takeUpTo takes free slots, up to n, without waiting, and returns how
+// many it took.
+func (c *Consumer) takeUpTo(n int) int {
+	took := 0
+	for took < n && c.TryAcquire() {
+		took++
+	}
+	return took
 }
 
 // Release frees one slot.

@@ -8,6 +8,8 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 	"go.uber.org/zap"
+
+	"github.com/pyrula/caseworker/worker/internal/batch"
 )
 
 // Handler handles one delivery of an entry and returns its Verdict. It
@@ -211,8 +213,9 @@ const reclaimBatch = 100
 // Run is the consumer's loop: until ctx is done it reads its own pending
 // entries (id 0 onwards: what it held before a restart), then new ones,
 // and claims the group's entries idle past their backoff, and hands each
-// to h on its own goroutine (Deps.Go) under work, which outlives ctx so
-// that stopping lets the handlers finish. It never holds more entries
+// to h on its own goroutine (Deps.Go), or, for new entries with
+// Deps.Tasks, as a task of its own goroutine (runTasks), under work, which
+// outlives ctx so that stopping lets the handlers finish. It never holds more entries
 // than slots: every read and claim takes a slot first, and an entry h
 // leaves pending is parked with its slot until Run claims it again or
 // finds it gone to another consumer. Verdicts are settled (Settle) by
@@ -233,10 +236,16 @@ func (c *Consumer) Run(ctx, work context.Context, h Handler) error {
 	l := &loop{c: c, ctx: ctx, work: work, every: c.cfg.Policy.reclaimEvery(),
 		handle: func(ctx context.Context, d Delivery) Verdict { return d.Settle(ctx, h(ctx, d)) },
 		dead:   c.deadLetterHandler}
+	if c.tasks != nil {
+		l.tasks = batch.NewTasks(c.nslots)
+	}
 	if l.readOwn() {
 		l.readNew()
 	}
 	c.inflight.Wait()
+	if l.tasks != nil {
+		l.tasks.Close()
+	}
 	stopKeep()
 	keep.Wait()
 	return nil
@@ -250,6 +259,7 @@ type loop struct {
 	handle, dead Handler       // the Handler, its verdict settled; the dead letter by delivery count
 	every        time.Duration // Policy.reclaimEvery
 	backoff      Backoff       // the wait between failed reads
+	tasks        *batch.Tasks  // the coroutines of runTasks, with Deps.Tasks
 }
 
 // readOwn reads the consumer's own pending entries, dead-letters those
@@ -301,6 +311,7 @@ func (l *loop) readNew() {
 	c := l.c
 	block := min(cmpOr(c.cfg.ReadBlock, DefaultReadBlock), l.every)
 	lastClaim := time.Now()
+	drained := false // the last read, without BLOCK, found nothing new
 	for l.ctx.Err() == nil {
 		if !l.acquire() {
 			return
@@ -319,7 +330,14 @@ func (l *loop) readNew() {
 				continue
 			}
 		}
-		entries, err := l.readNewEntries(n, block)
+		if c.tasks != nil && n > 1 {
+			// Half the slots, so that the first round of the entries'
+			// tasks reads more with the others (runTasks).
+			c.ReleaseN(n / 2)
+			n -= n / 2
+		}
+		entries, err := l.readNewEntries(n, block, !drained)
+		drained = false
 		c.ReleaseN(n - len(entries))
 		if err != nil {
 			if !l.readFailed(err) {
@@ -332,19 +350,118 @@ func (l *loop) readNew() {
 			r(entries)
 		}
 		readAt := time.Now()
+		if c.tasks != nil {
+			drained = l.runTasks(entries, readAt, lastClaim)
+			continue
+		}
 		for _, e := range entries {
 			l.dispatch(Delivery{Entry: e, Deliveries: 1, ReadAt: readAt})
 		}
 	}
 }
 
-// readNewEntries reads at most count new entries: first without BLOCK
-// through Deps.Batched when it is set (under load entries are waiting, and
-// the read shares a round trip with the handlers' commands), then
-// blocking up to block.
-func (l *loop) readNewEntries(count int, block time.Duration) ([]valkey.XRangeEntry, error) {
+// loopTask is the handler of one new entry run as a task of the loop's
+// goroutine (runTasks), and its verdict once it returned.
+type loopTask struct {
+	d Delivery
+	t *batch.Task
+	v Verdict
+}
+
+// runTasks runs the handlers of entries, new entries read at readAt with
+// the slots the caller holds, as tasks of the loop's goroutine
+// (Deps.Tasks), round after round until each task ended or detached. Each
+// round sends the commands the tasks wait for in one round trip, with a
+// read of as many new entries as slots are free (their tasks join the
+// next round), until ctx is done or the next reclaim pass is due (every
+// after lastClaim). It reports whether the last round's read found no new
+// entry (the next read may block at once).
+func (l *loop) runTasks(entries []valkey.XRangeEntry, readAt, lastClaim time.Time) (drained bool) {
 	c := l.c
-	if c.batched != nil {
+	var live, next []*loopTask
+	var tasks []*batch.Task
+	start := func(entries []valkey.XRangeEntry, readAt time.Time) {
+		for _, e := range entries {
+			if !c.Active.Add(e.ID) {
+				c.Release()
+				continue
+			}
+			lt := &loopTask{d: Delivery{Entry: e, Deliveries: 1, ReadAt: readAt, c: c}}
+			c.inflight.Add(1)
+			lt.t = l.tasks.Start(l.work, func(ctx context.Context) { lt.v = l.handle(ctx, lt.d) })
+			live = l.step(lt, live)
+		}
+	}
+	start(entries, readAt)
+	for len(live) > 0 {
+		drained = false
+		var read []valkey.Completed
+		n := 0
+		if l.ctx.Err() == nil && time.Since(lastClaim) < l.every {
+			if n = c.takeUpTo(c.nslots); n > 0 {
+				read = append(read, c.client.B().Xreadgroup().Group(c.cfg.Group, c.cfg.Consumer).Count(int64(n)).
+					Streams().Key(c.cfg.Stream).Id(">").Build())
+			}
+		}
+		tasks = tasks[:0]
+		for _, lt := range live {
+			tasks = append(tasks, lt.t)
+		}
+		res := c.tasks.Round(l.work, tasks, read...)
+		next = next[:0]
+		for _, lt := range live {
+			next = l.step(lt, next)
+		}
+		live, next = next, live
+		if n == 0 {
+			continue
+		}
+		got, err := res[0].AsXRead()
+		if err != nil && !valkey.IsValkeyNil(err) {
+			c.ReleaseN(n)
+			l.failed("read new entries", err)
+			lastClaim = time.Time{} // no more reads in this run of tasks
+			continue
+		}
+		entries := got[c.cfg.Stream]
+		c.ReleaseN(n - len(entries))
+		if len(entries) == 0 {
+			drained = true
+			continue
+		}
+		if r := c.events.Read; r != nil {
+			r(entries)
+		}
+		start(entries, time.Now())
+	}
+	return drained
+}
+
+// step goes on with task lt after it ran: one that waits for a command is
+// appended to live, one that detached goes on on a goroutine of its own,
+// and the verdict of one that ended is carried out. It returns live.
+func (l *loop) step(lt *loopTask, live []*loopTask) []*loopTask {
+	switch {
+	case lt.t.Pending():
+		return append(live, lt)
+	case lt.t.Detached():
+		l.c.spawn(func() {
+			lt.t.Resume()
+			l.c.end(l.work, lt.d, lt.v)
+		})
+	default:
+		l.c.end(l.work, lt.d, lt.v)
+	}
+	return live
+}
+
+// readNewEntries reads at most count new entries: first without BLOCK
+// through Deps.Batched when it is set and batched (under load entries are
+// waiting, and the read shares a round trip with the handlers' commands),
+// then blocking up to block.
+func (l *loop) readNewEntries(count int, block time.Duration, batched bool) ([]valkey.XRangeEntry, error) {
+	c := l.c
+	if c.batched != nil && batched {
 		cmd := c.client.B().Xreadgroup().Group(c.cfg.Group, c.cfg.Consumer).Count(int64(count)).
 			Streams().Key(c.cfg.Stream).Id(">").Build()
 		res, err := c.batched(l.ctx, cmd).AsXRead()
@@ -558,9 +675,14 @@ func (j *job) do() {
 	d, fn, work := j.d, j.fn, j.work
 	*j = job{run: j.run}
 	jobs.Put(j)
-	c := d.c
+	d.c.end(work, d, fn(work, d))
+}
+
+// end carries out verdict v of delivery d, whose handler returned: the
+// slot is released once the entry is acked, no longer pending to this
+// consumer, or work is done; else the entry is parked with it.
+func (c *Consumer) end(work context.Context, d Delivery, v Verdict) {
 	defer c.inflight.Done()
-	v := fn(work, d)
 	if v.Acked() || work.Err() != nil || !c.StillMine(work, d.Entry.ID) {
 		c.Done(d.Entry.ID)
 		return

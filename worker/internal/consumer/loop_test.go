@@ -12,6 +12,7 @@ import (
 
 	"github.com/pyrula/caseworker/internal/testenv"
 	"github.com/pyrula/caseworker/internal/testwait"
+	"github.com/pyrula/caseworker/worker/internal/batch"
 	"github.com/pyrula/caseworker/worker/internal/consumer"
 )
 
@@ -480,4 +481,113 @@ func TestRunReadFailureRepaired(t *testing.T) {
 	testwait.Eventually(t, 5*time.Second, "the failed read told", func() bool { return failed.Load() > 0 })
 	s.add(2)
 	testwait.Eventually(t, 5*time.Second, "the 2 entries added after handled", func() bool { return r.count() == 2 })
+}
+
+// countingClient counts the DoMulti calls (round trips of batches and
+// rounds) and their commands.
+type countingClient struct {
+	valkey.Client
+	trips, cmds atomic.Int64
+}
+
+func (c *countingClient) DoMulti(ctx context.Context, cmds ...valkey.Completed) []valkey.ValkeyResult {
+	c.trips.Add(1)
+	c.cmds.Add(int64(len(cmds)))
+	return c.Client.DoMulti(ctx, cmds...)
+}
+
+// TestRunTasks: with Deps.Tasks, the handlers of new entries run as tasks
+// of the loop's goroutine. Every entry is handled and acked, a handler
+// that fails (every 23rd) is retried, one that detaches (every 29th, which then
+// sleeps as long work would) ends on a goroutine of its own; the slots
+// still bound the handlers at once, the commands of many handlers share
+// round trips, and entries added while others are handled are read in the
+// same rounds.
+func TestRunTasks(t *testing.T) {
+	t.Parallel()
+	s := newStream(t)
+	cc := &countingClient{Client: s.client}
+	b := batch.New(batch.Config{}, batch.Deps{Client: cc})
+	const slots, entries = 32, 300
+	c, err := consumer.New(consumer.Config{Stream: s.key, Group: "g", Consumer: "a", Slots: slots,
+		Policy: consumer.Policy{ClaimIdle: 50 * time.Millisecond}},
+		consumer.Deps{Client: cc, Tasks: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := s.add(entries / 2)
+	var inFlight, most, detached atomic.Int64
+	var mu sync.Mutex
+	handled := map[string]int{} // entry id → deliveries handled
+	stop := run(t, c, func(ctx context.Context, d consumer.Delivery) consumer.Verdict {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		mu.Lock()
+		handled[d.Entry.ID]++
+		first := handled[d.Entry.ID] == 1
+		i := len(handled)
+		mu.Unlock()
+		key := s.key + ":n:" + d.Entry.ID
+		if err := b.Do(ctx, s.client.B().Incr().Key(key).Build()).Error(); err != nil {
+			return consumer.Retry(err)
+		}
+		if i%29 == 0 && first {
+			batch.Detach(ctx)
+			detached.Add(1)
+			time.Sleep(5 * time.Millisecond)
+		}
+		if i%23 == 0 && first {
+			return consumer.Retry(errors.New("transient"))
+		}
+		if err := b.Ack(ctx, s.key, "g", d.Entry.ID); err != nil {
+			return consumer.Retry(err)
+		}
+		return consumer.Acked()
+	})
+	// The second half in one pipeline, as a busy producer adds them.
+	adds := make(valkey.Commands, entries/2)
+	for i := range adds {
+		adds[i] = s.client.B().Xadd().Key(s.key).Id("*").FieldValue().FieldValue("k", "v").Build()
+	}
+	for _, res := range s.client.DoMulti(context.Background(), adds...) {
+		id, err := res.ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	testwait.Eventually(t, 20*time.Second, "every entry acked", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(s.pending()) == 0 && len(handled) == entries
+	})
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	retried := 0
+	for _, id := range ids {
+		switch handled[id] {
+		case 1:
+		case 2:
+			retried++
+		default:
+			t.Errorf("entry %s handled %d times", id, handled[id])
+		}
+		if n, err := s.client.Do(context.Background(), s.client.B().Get().Key(s.key+":n:"+id).Build()).AsInt64(); err != nil || n != int64(handled[id]) {
+			t.Errorf("entry %s: its handler's INCR = %d, %v; want %d", id, n, err, handled[id])
+		}
+	}
+	if retried != entries/23 {
+		t.Errorf("%d entries handled twice, want the %d that failed once", retried, entries/23)
+	}
+	if detached.Load() == 0 || most.Load() > slots {
+		t.Errorf("%d handlers detached, at most %d at once (slots %d)", detached.Load(), most.Load(), slots)
+	}
+	trips, cmds := cc.trips.Load(), cc.cmds.Load()
+	t.Logf("%d round trips for %d commands", trips, cmds)
+	if trips*4 > cmds {
+		t.Errorf("%d round trips for %d commands: the handlers' commands did not share them", trips, cmds)
+	}
 }

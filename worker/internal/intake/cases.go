@@ -22,6 +22,7 @@ import (
 	"github.com/pyrula/caseworker/messages"
 	"github.com/pyrula/caseworker/store"
 	"github.com/pyrula/caseworker/version"
+	"github.com/pyrula/caseworker/worker/internal/batch"
 	"github.com/pyrula/caseworker/worker/internal/envelope"
 	"github.com/pyrula/caseworker/worker/internal/runwire"
 )
@@ -250,6 +251,9 @@ func (in *Intake) findBundle(ctx context.Context, raw string) (deletion, error) 
 	s, err := in.deps.FixtureStore(b.FixtureStore)
 	if err != nil {
 		return deletion{}, err
+	}
+	if !store.IsLocal(s) {
+		batch.Detach(ctx) // a network's round trip: not on the consumer's loop
 	}
 	_, err = s.Stat(ctx, h)
 	switch {

@@ -33,7 +33,7 @@ func (in *Intake) newConsumer() (*consumer.Consumer, error) {
 			KeepAlive: in.keepAliveLoop,
 		},
 	}, consumer.Deps{
-		Client: in.client, Logger: in.log, Go: in.deps.Go, Batched: in.batch.Do,
+		Client: in.client, Logger: in.log, Go: in.deps.Go, Batched: in.batch.Do, Tasks: in.batch,
 		Events: consumer.Events{
 			Failed: in.report.StreamFailed,
 			Read:   in.report.Read,

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/pyrula/caseworker/messages"
+	"github.com/pyrula/caseworker/worker/internal/batch"
 	"github.com/pyrula/caseworker/worker/internal/consumer"
 	"github.com/pyrula/caseworker/worker/internal/envelope"
 )
@@ -438,12 +439,19 @@ func (in *Intake) errorKey(messageID string) string {
 	return in.recordKey(messageID) + ":error"
 }
 
+// inlineMessageBytes is the longest message a handler run as a task of the
+// consumer's loop reads there; a longer one detaches first.
+const inlineMessageBytes = 16 << 10
+
 // handle handles one delivery of entry e: refuses it, answers it from its
 // idempotency record, or does its work; then records, replies and acks. A
 // transient failure leaves the entry pending, to be claimed again
 // (consumer.Retry).
 func (in *Intake) handle(ctx context.Context, e valkey.XRangeEntry, deliveries int64) consumer.Verdict {
 	start := time.Now()
+	if len(e.FieldValues[messages.MessageField]) > inlineMessageBytes {
+		batch.Detach(ctx) // its reading and hashing: not on the consumer's loop
+	}
 	m := in.read(e)
 	if deliveries == 1 {
 		// Counted once, at its first delivery (1 only for an XREADGROUP of
@@ -626,6 +634,10 @@ func (in *Intake) decide(ctx context.Context, e valkey.XRangeEntry, m *entryMess
 	}
 	out.key, out.bodyHash = key, bodyHash
 	env.Body = m.msg.Envelope().Body
+	// The work (a store's, a save's, a run's submission) takes long or
+	// blocks: a handler run as a task of the consumer's loop goes on on a
+	// goroutine of its own.
+	batch.Detach(ctx)
 	var result any
 	switch env.Type {
 	case messages.DeleteCaseBundle:
@@ -848,6 +860,9 @@ func (in *Intake) finish(ctx context.Context, entryID string, out *outcome) erro
 	}
 	ctx = context.WithoutCancel(ctx)
 	if in.cfg.WaitReplicas > 0 {
+		// Waiting for replicas blocks: not on the consumer's loop (a task
+		// goes on on a goroutine of its own).
+		batch.Detach(ctx)
 		// The writes that wait for replicas go on connections of their
 		// own; the batcher bounds its round trips itself (Config.Timeout).
 		var cancel context.CancelFunc
