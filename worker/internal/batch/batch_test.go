@@ -29,6 +29,32 @@ func (c *countingDoMulti) DoMulti(ctx context.Context, cmds ...valkey.Completed)
 	return c.Client.DoMulti(ctx, cmds...)
 }
 
+// freshNamespace returns a client and a fresh key prefix whose keys the
+// test's end deletes.
+func freshNamespace(t *testing.T, name string) (valkey.Client, string) {
+	t.Helper()
+	c := testenv.ValkeyClient(t)
+	ns := testenv.UniqueName(t, name)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		keys, _ := c.Do(ctx, c.B().Keys().Pattern(ns+":*").Build()).AsStrSlice()
+		for _, k := range keys {
+			c.Do(ctx, c.B().Del().Key(k).Build())
+		}
+	})
+	return c, ns
+}
+
+// newStream creates stream <ns>:s with group "g" and returns its key.
+func newStream(t *testing.T, c valkey.Client, ns string) string {
+	t.Helper()
+	stream := ns + ":s"
+	if err := c.Do(context.Background(), c.B().XgroupCreate().Key(stream).Group("g").Id("0").Mkstream().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	return stream
+}
+
 // TestMain fails the package's tests when a goroutine outlives them.
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/valkey-io/valkey-go.(*call).DelayDo.func1"))
@@ -40,20 +66,10 @@ func TestMain(m *testing.M) {
 // merged, and the commands travel in fewer round trips than commands.
 func TestBatcher(t *testing.T) {
 	t.Parallel()
-	raw := testenv.ValkeyClient(t)
+	raw, ns := freshNamespace(t, "batch")
 	c := &countingDoMulti{Client: raw}
-	ns := testenv.UniqueName(t, "batch")
-	stream := ns + ":s"
+	stream := newStream(t, raw, ns)
 	ctx := context.Background()
-	t.Cleanup(func() {
-		keys, _ := raw.Do(ctx, raw.B().Keys().Pattern(ns+":*").Build()).AsStrSlice()
-		for _, k := range keys {
-			raw.Do(ctx, raw.B().Del().Key(k).Build())
-		}
-	})
-	if err := raw.Do(ctx, raw.B().XgroupCreate().Key(stream).Group("g").Id("0").Mkstream().Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
 	const callers, rounds = 32, 20
 	b := batch.New(batch.Config{}, batch.Deps{Client: c})
 	var wg sync.WaitGroup

@@ -18,20 +18,10 @@ import (
 // its commands in the Batcher's batches.
 func TestTasks(t *testing.T) {
 	t.Parallel()
-	raw := testenv.ValkeyClient(t)
+	raw, ns := freshNamespace(t, "tasks")
 	c := &countingDoMulti{Client: raw}
-	ns := testenv.UniqueName(t, "tasks")
-	stream := ns + ":s"
+	stream := newStream(t, raw, ns)
 	ctx := context.Background()
-	t.Cleanup(func() {
-		keys, _ := raw.Do(ctx, raw.B().Keys().Pattern(ns+":*").Build()).AsStrSlice()
-		for _, k := range keys {
-			raw.Do(ctx, raw.B().Del().Key(k).Build())
-		}
-	})
-	if err := raw.Do(ctx, raw.B().XgroupCreate().Key(stream).Group("g").Id("0").Mkstream().Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
 	b := batch.New(batch.Config{}, batch.Deps{Client: c})
 	p := batch.NewTasks(4)
 	defer p.Close()
