@@ -13,7 +13,9 @@ import (
 )
 
 // Handler handles one delivery of an entry and returns its Verdict. It
-// runs on its own goroutine, under the work context Run was given.
+// runs on its own goroutine, or, for a new entry with Deps.Tasks, as a
+// task of Run's goroutine (batch.Task: it detaches before long work),
+// under the work context Run was given.
 type Handler func(ctx context.Context, d Delivery) Verdict
 
 // Delivery is one delivery of a stream entry to a Handler.

@@ -14,8 +14,10 @@ import (
 // doubled per delivery; failures are counted by the entries' delivery
 // counts, and an entry delivered MaxDeliveries times is answered with an
 // error and dead-lettered (deadLetter); the entries in flight are kept
-// alive by keepAliveLoop. Handlers run on the goroutines Deps.Go gives,
-// and under load the read of new entries shares the handlers' batches.
+// alive by keepAliveLoop. The handlers of new entries run as tasks of the
+// consumer's loop (their commands in its rounds, with its next read) until
+// they detach before long work (batch.Detach); the others, and a detached
+// one, on the goroutines Deps.Go gives.
 func (in *Intake) newConsumer() (*consumer.Consumer, error) {
 	return consumer.New(consumer.Config{
 		Stream: in.cfg.CaseStream, Group: in.cfg.ConsumerGroup, Consumer: in.cfg.ConsumerName,
