@@ -55,18 +55,18 @@ type Deps struct {
 	// Go runs each handler on a goroutine of its own (a go statement when
 	// nil), so that the caller can reuse goroutines.
 	Go func(fn func())
-	// Batched, when set, sends one command in the caller's next batch: Run
-	// tries a read of new entries without BLOCK through it before its
-	// blocking read, so that under load the read shares a round trip with
-	// the handlers' commands.
-	Batched func(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult
-	// Tasks, when set, runs the handlers of new entries as tasks of Run's
-	// own goroutine (batch.Tasks): their commands through Tasks go in one
-	// round trip per round (Batcher.Round), with the read of the next new
-	// entries, and a handler goes on on a goroutine of its own (Go) only
+	// Batcher, when set, is the handlers' batcher: Run tries a read of new
+	// entries without BLOCK in its next batch before its blocking read, so
+	// that under load the read shares a round trip with the handlers'
+	// commands.
+	Batcher *batch.Batcher
+	// Tasks, with Batcher, runs the handlers of new entries as tasks of
+	// Run's own goroutine (batch.Tasks): their commands through Batcher go
+	// in one round trip per round (Batcher.Round), with the read of the next
+	// new entries, and a handler goes on on a goroutine of its own (Go) only
 	// once it detaches (batch.Detach). Reclaimed and re-read entries, and
 	// dead letters, keep goroutines of their own.
-	Tasks *batch.Batcher
+	Tasks bool
 	// Events are told what Run did.
 	Events Events
 }
@@ -78,8 +78,8 @@ type Consumer struct {
 	client  valkey.Client
 	log     *zap.Logger
 	spawn   func(fn func())
-	batched func(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult
-	tasks   *batch.Batcher
+	batcher *batch.Batcher
+	tasks   bool // Deps.Tasks, with a batcher
 	events  Events
 	slots   chan struct{}
 	nslots  int
@@ -115,7 +115,7 @@ func New(cfg Config, deps Deps) (*Consumer, error) {
 		spawn = func(fn func()) { go fn() }
 	}
 	n := max(cfg.Slots, 1)
-	return &Consumer{cfg: cfg, client: deps.Client, log: log, spawn: spawn, batched: deps.Batched, tasks: deps.Tasks, events: deps.Events,
+	return &Consumer{cfg: cfg, client: deps.Client, log: log, spawn: spawn, batcher: deps.Batcher, tasks: deps.Tasks && deps.Batcher != nil, events: deps.Events,
 		slots: make(chan struct{}, n), nslots: n}, nil
 }
 

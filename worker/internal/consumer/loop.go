@@ -238,7 +238,7 @@ func (c *Consumer) Run(ctx, work context.Context, h Handler) error {
 	l := &loop{c: c, ctx: ctx, work: work, every: c.cfg.Policy.reclaimEvery(),
 		handle: func(ctx context.Context, d Delivery) Verdict { return d.Settle(ctx, h(ctx, d)) },
 		dead:   c.deadLetterHandler}
-	if c.tasks != nil {
+	if c.tasks {
 		l.tasks = batch.NewTasks(c.nslots)
 	}
 	if l.readOwn() {
@@ -332,7 +332,7 @@ func (l *loop) readNew() {
 				continue
 			}
 		}
-		if c.tasks != nil && n > 1 {
+		if c.tasks && n > 1 {
 			// Half the slots, so that the first round of the entries'
 			// tasks reads more with the others (runTasks).
 			c.ReleaseN(n / 2)
@@ -352,7 +352,7 @@ func (l *loop) readNew() {
 			r(entries)
 		}
 		readAt := time.Now()
-		if c.tasks != nil {
+		if c.tasks {
 			drained = l.runTasks(entries, readAt, lastClaim)
 			continue
 		}
@@ -401,15 +401,14 @@ func (l *loop) runTasks(entries []valkey.XRangeEntry, readAt, lastClaim time.Tim
 		n := 0
 		if l.ctx.Err() == nil && time.Since(lastClaim) < l.every {
 			if n = c.takeUpTo(c.nslots); n > 0 {
-				read = append(read, c.client.B().Xreadgroup().Group(c.cfg.Group, c.cfg.Consumer).Count(int64(n)).
-					Streams().Key(c.cfg.Stream).Id(">").Build())
+				read = append(read, c.readNewNow(n))
 			}
 		}
 		tasks = tasks[:0]
 		for _, lt := range live {
 			tasks = append(tasks, lt.t)
 		}
-		res := c.tasks.Round(l.work, tasks, read...)
+		res := c.batcher.Round(l.work, tasks, read...)
 		next = next[:0]
 		for _, lt := range live {
 			next = l.step(lt, next)
@@ -457,16 +456,14 @@ func (l *loop) step(lt *loopTask, live []*loopTask) []*loopTask {
 	return live
 }
 
-// readNewEntries reads at most count new entries: first without BLOCK
-// through Deps.Batched when it is set and batched (under load entries are
-// waiting, and the read shares a round trip with the handlers' commands),
-// then blocking up to block.
-func (l *loop) readNewEntries(count int, block time.Duration, batched bool) ([]valkey.XRangeEntry, error) {
+// readNewEntries reads at most count new entries: first without BLOCK in
+// Deps.Batcher's next batch when it is set and tryBatch (under load entries
+// are waiting, and the read shares a round trip with the handlers'
+// commands), then blocking up to block.
+func (l *loop) readNewEntries(count int, block time.Duration, tryBatch bool) ([]valkey.XRangeEntry, error) {
 	c := l.c
-	if c.batched != nil && batched {
-		cmd := c.client.B().Xreadgroup().Group(c.cfg.Group, c.cfg.Consumer).Count(int64(count)).
-			Streams().Key(c.cfg.Stream).Id(">").Build()
-		res, err := c.batched(l.ctx, cmd).AsXRead()
+	if c.batcher != nil && tryBatch {
+		res, err := c.batcher.Do(l.ctx, c.readNewNow(count)).AsXRead()
 		if err != nil && !valkey.IsValkeyNil(err) {
 			return nil, err
 		}
@@ -690,6 +687,13 @@ func (c *Consumer) end(work context.Context, d Delivery, v Verdict) {
 		return
 	}
 	c.Park(d.Entry.ID)
+}
+
+// readNewNow is the XREADGROUP of at most count new entries without BLOCK
+// (sent in a batch or a round).
+func (c *Consumer) readNewNow(count int) valkey.Completed {
+	return c.client.B().Xreadgroup().Group(c.cfg.Group, c.cfg.Consumer).Count(int64(count)).
+		Streams().Key(c.cfg.Stream).Id(">").Build()
 }
 
 // cmpOr returns d, or def when d is not positive.

@@ -511,7 +511,7 @@ func TestRunTasks(t *testing.T) {
 	const slots, entries = 32, 300
 	c, err := consumer.New(consumer.Config{Stream: s.key, Group: "g", Consumer: "a", Slots: slots,
 		Policy: consumer.Policy{ClaimIdle: 50 * time.Millisecond}},
-		consumer.Deps{Client: cc, Tasks: b})
+		consumer.Deps{Client: cc, Batcher: b, Tasks: true})
 	if err != nil {
 		t.Fatal(err)
 	}

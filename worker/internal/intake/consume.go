@@ -35,7 +35,7 @@ func (in *Intake) newConsumer() (*consumer.Consumer, error) {
 			KeepAlive: in.keepAliveLoop,
 		},
 	}, consumer.Deps{
-		Client: in.client, Logger: in.log, Go: in.deps.Go, Batched: in.batch.Do, Tasks: in.batch,
+		Client: in.client, Logger: in.log, Go: in.deps.Go, Batcher: in.batch, Tasks: true,
 		Events: consumer.Events{
 			Failed: in.report.StreamFailed,
 			Read:   in.report.Read,
