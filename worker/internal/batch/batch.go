@@ -104,14 +104,20 @@ func New(cfg Config, deps Deps) *Batcher {
 func (b *Batcher) Do(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult {
 	call := getCall()
 	call.cmd = cmd
-	if t := taskOf(ctx); t != nil {
-		t.hand(call)
-	} else {
-		b.run(ctx, call)
-	}
+	b.submit(ctx, call)
 	res := call.res
 	putCall(call)
 	return res
+}
+
+// submit hands call to the Task ctx runs in, whose driver sends it in its
+// next Round, or else sends it in the next batch (run).
+func (b *Batcher) submit(ctx context.Context, call *batchCall) {
+	if t := taskOf(ctx); t != nil {
+		t.hand(call)
+		return
+	}
+	b.run(ctx, call)
 }
 
 // Ack XACKs entry id of stream for group in the next batch, or, under the
@@ -119,11 +125,7 @@ func (b *Batcher) Do(ctx context.Context, cmd valkey.Completed) valkey.ValkeyRes
 func (b *Batcher) Ack(ctx context.Context, stream, group, id string) error {
 	call := getCall()
 	call.ack, call.isAck = ackArgs{stream, group, id}, true
-	if t := taskOf(ctx); t != nil {
-		t.hand(call)
-	} else {
-		b.run(ctx, call)
-	}
+	b.submit(ctx, call)
 	err := call.err
 	putCall(call)
 	return err

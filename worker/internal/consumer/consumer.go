@@ -25,9 +25,9 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
+	"go.uber.org/zap"
 
 	"github.com/pyrula/caseworker/worker/internal/batch"
-	"go.uber.org/zap"
 )
 
 // Config names the stream and the consumer group member a Consumer reads
@@ -165,11 +165,7 @@ func (c *Consumer) AcquireEvery(ctx context.Context, d time.Duration, idle func(
 // TakeFree adds to the one slot the caller holds every free slot, up to n
 // in all, and returns how many it holds.
 func (c *Consumer) TakeFree(n int) int {
-	held := 1
-	for held < n && c.TryAcquire() {
-		held++
-	}
-	return held
+	return 1 + c.takeUpTo(n-1)
 }
 
 // takeUpTo takes free slots, up to n, without waiting, and returns how
