@@ -295,9 +295,12 @@ func startFleet(tb testing.TB, ns string, n int, st store.Store, reg *flow.Regis
 	f := &fleet{}
 	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.InfoLevel))
 	for i := range n {
+		// Two clients, as a worker that connects itself opens (one for its
+		// message loop's round trips), both counted.
 		c := countingClient{Client: newClient(tb), cmds: &f.cmds, calls: &f.calls}
+		loop := countingClient{Client: newClient(tb), cmds: &f.cmds, calls: &f.calls}
 		w, err := worker.New(worker.Config{Namespace: ns, ConsumerName: fmt.Sprintf("w%d", i), Concurrency: *flagConc},
-			worker.Params{Client: c, Store: st, Registry: reg, Registerer: prometheus.NewRegistry(), Logger: log})
+			worker.Params{Client: c, LoopClient: loop, Store: st, Registry: reg, Registerer: prometheus.NewRegistry(), Logger: log})
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -45,6 +45,13 @@ type Params struct {
 	// Client, when set, is the Valkey client to use instead of one
 	// connected to Config.ValkeyURL; the worker does not close it.
 	Client valkey.Client
+	// LoopClient, when set with Client, sends the round trips of the
+	// message stream's loop (the commands of the handlers it runs on its
+	// own goroutine, with its reads of new messages); nothing else uses it,
+	// and the worker does not close it. Nil: Client sends them. A worker
+	// that connects itself opens a second client, of one connection per
+	// node, for that loop.
+	LoopClient valkey.Client
 	// Getenv reads the environment of the built-in model clients
 	// (ANTHROPIC_API_KEY, OPENAI_BASE_URL, …); os.Getenv when nil.
 	Getenv func(string) string
@@ -68,12 +75,14 @@ type Worker struct {
 
 	client      valkey.Client
 	ownClient   bool
-	store       store.Store // nil: no fixture store
+	loopClient  valkey.Client // the message stream loop's rounds (Params.LoopClient); nil: client
+	store       store.Store   // nil: no fixture store
 	ownStore    bool
 	journal     journal.Journal
 	opened      *jresolve.Journal // the journal as opened, to close
 	givenStore  store.Store
 	givenClient valkey.Client
+	givenLoop   valkey.Client
 
 	batch  *batch.Batcher       // groups the per-message Valkey commands and the message stream's reads under load
 	spawn  spawner              // runs the message handlers on reused goroutines (spawn.go)
@@ -130,7 +139,7 @@ func New(cfg Config, p Params) (*Worker, error) {
 	}
 	return &Worker{
 		cfg: cfg, log: log, reg: reg, metrics: m, tracer: tracer,
-		givenStore: p.Store, givenClient: p.Client,
+		givenStore: p.Store, givenClient: p.Client, givenLoop: p.LoopClient,
 		models:  modelClients{reg: reg, getenv: getenv},
 		stopped: make(chan struct{}),
 	}, nil
@@ -202,7 +211,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 // open connects what the worker uses.
 func (w *Worker) open(ctx context.Context) error {
 	if w.givenClient != nil {
-		w.client = w.givenClient
+		w.client, w.loopClient = w.givenClient, w.givenLoop
 	} else {
 		opt, err := valkeyconn.Options(w.cfg.ValkeyURL, w.cfg.valkeySettings())
 		if errors.Is(err, valkeyconn.ErrInvalidURL) {
@@ -216,8 +225,14 @@ func (w *Worker) open(ctx context.Context) error {
 			return fmt.Errorf("worker: connect to Valkey at %s (PYRULA_VALKEY_URL): %w", redact.Secrets(w.cfg.ValkeyURL), err)
 		}
 		w.client, w.ownClient = c, true
+		// The loop's own client: only its goroutine sends on it, so that
+		// valkey-go sends each round on that goroutine (batch.Deps).
+		opt.PipelineMultiplex = -1
+		if w.loopClient, err = valkey.NewClient(opt); err != nil {
+			return fmt.Errorf("worker: connect to Valkey at %s (PYRULA_VALKEY_URL): %w", redact.Secrets(w.cfg.ValkeyURL), err)
+		}
 	}
-	w.batch = batch.New(batch.Config{Timeout: finishTimeout}, batch.Deps{Client: w.client})
+	w.batch = batch.New(batch.Config{Timeout: finishTimeout}, batch.Deps{Client: w.client, RoundClient: w.loopClient})
 	j, err := jresolve.Open(ctx, jresolve.Config{URL: w.cfg.ValkeyURL, Client: w.client, Namespace: w.cfg.Namespace,
 		CompletedTTL: w.cfg.CompletedTTL, ArchiveDSN: w.cfg.PostgresDSN})
 	if err != nil {
@@ -336,6 +351,9 @@ func (w *Worker) closeResources() {
 	}
 	if w.ownClient && w.client != nil {
 		w.client.Close()
+		if w.loopClient != nil {
+			w.loopClient.Close()
+		}
 		w.ownClient = false
 	}
 }

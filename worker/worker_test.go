@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -434,4 +436,60 @@ func TestWaitReplicasHoldsTheAck(t *testing.T) {
 	if p := e.pending(); p != 1 {
 		t.Fatalf("pending = %d, want the message held", p)
 	}
+}
+
+// TestLoopClient: a worker given a LoopClient sends its message loop's
+// round trips on it (the handlers' records, replies and acks, the reads of
+// new messages between them), and every message is answered and acked.
+func TestLoopClient(t *testing.T) {
+	t.Parallel()
+	st := memstore.New(memstore.Options{})
+	e := setup(t, st, nil)
+	loop := &commandNames{Client: testenv.ValkeyClient(t), seen: map[string]int{}}
+	e.restart(worker.Params{LoopClient: loop, Store: st, Registerer: prometheus.NewRegistry(), Logger: zaptest.NewLogger(t)})
+	const n = 20
+	for i := range n {
+		e.send(fmt.Sprintf("d%d", i), "delete_case_bundle", map[string]any{"fixture_hash": zeroHash})
+	}
+	for _, r := range e.waitReplies(n) {
+		wantReply(t, r, messages.StatusOK, "")
+	}
+	testwait.Eventually(t, 10*time.Second, "every message acked", func() bool { return e.pending() == 0 })
+	// Each message's finishing script (its record, reply and ack) and
+	// the reads between rounds.
+	seen := loop.names()
+	if seen["XREADGROUP"] == 0 || seen["EVALSHA"]+seen["EVAL"] < n {
+		t.Errorf("the LoopClient carried %v; want the %d messages' finishing scripts (EVALSHA) and reads (XREADGROUP)", seen, n)
+	}
+}
+
+// commandNames counts the commands sent through it by name.
+type commandNames struct {
+	valkey.Client
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (c *commandNames) count(cmds ...valkey.Completed) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cmd := range cmds {
+		c.seen[strings.ToUpper(cmd.Commands()[0])]++
+	}
+}
+
+func (c *commandNames) Do(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult {
+	c.count(cmd)
+	return c.Client.Do(ctx, cmd)
+}
+
+func (c *commandNames) DoMulti(ctx context.Context, cmds ...valkey.Completed) []valkey.ValkeyResult {
+	c.count(cmds...)
+	return c.Client.DoMulti(ctx, cmds...)
+}
+
+func (c *commandNames) names() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.seen)
 }

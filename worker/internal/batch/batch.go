@@ -37,6 +37,7 @@ const maxYields = 8
 // passes the lead to the first of those callers.
 type Batcher struct {
 	client  valkey.Client
+	rounds  valkey.Client // Round's client (Deps.RoundClient), else client
 	timeout time.Duration
 
 	mu      sync.Mutex
@@ -86,12 +87,20 @@ const DefaultTimeout = 10 * time.Second
 
 // Deps are what a Batcher uses.
 type Deps struct {
+	// Client sends the batches.
 	Client valkey.Client
+	// RoundClient, when set, sends the Rounds instead: a client that only
+	// the one goroutine driving the Tasks uses keeps each connection's
+	// calls on their caller's goroutine (valkey-go hands the calls on a
+	// connection that several goroutines share to the connection's own
+	// reader and writer goroutines, a wake-up each way per round trip).
+	RoundClient valkey.Client
 }
 
-// New returns a Batcher sending on deps.Client.
+// New returns a Batcher sending on deps.Client (and its Rounds on
+// deps.RoundClient when set).
 func New(cfg Config, deps Deps) *Batcher {
-	return &Batcher{client: deps.Client, timeout: cmp.Or(cfg.Timeout, DefaultTimeout)}
+	return &Batcher{client: deps.Client, rounds: cmp.Or(deps.RoundClient, deps.Client), timeout: cmp.Or(cfg.Timeout, DefaultTimeout)}
 }
 
 // Do sends cmd in the next batch and returns its result; under the context
@@ -161,7 +170,7 @@ func (b *Batcher) run(ctx context.Context, call *batchCall) {
 		batch := b.queue[:n:n]
 		b.queue = b.queue[n:]
 		b.mu.Unlock()
-		b.send(ctx, batch)
+		b.send(ctx, b.client, batch)
 		mine := false
 		for _, bc := range batch {
 			if bc == call {
@@ -185,9 +194,8 @@ func (b *Batcher) run(ctx context.Context, call *batchCall) {
 	}
 }
 
-// send sends one batch as one DoMulti and sets each call's result.
-func (b *Batcher) send(ctx context.Context, batch []*batchCall) {
-	c := b.client
+// send sends one batch as one DoMulti on c and sets each call's result.
+func (b *Batcher) send(ctx context.Context, c valkey.Client, batch []*batchCall) {
 	cmds := make(valkey.Commands, 0, len(batch))
 	type ackGroup struct {
 		idx   int // of its command in cmds

@@ -175,7 +175,8 @@ func Detach(ctx context.Context) {
 // DoMulti (a Task's XACK merged with the others of its stream and group),
 // and resumes each of those tasks with its result until its next command,
 // its Detach or its end. It returns the results of extra. Like a batch, it
-// runs to its end under Config.Timeout even when ctx is cancelled.
+// runs to its end under Config.Timeout even when ctx is cancelled. It
+// sends on Deps.RoundClient when set, else on Deps.Client.
 func (b *Batcher) Round(ctx context.Context, tasks []*Task, extra ...valkey.Completed) []valkey.ValkeyResult {
 	calls := make([]*batchCall, 0, len(tasks)+len(extra))
 	for _, t := range tasks {
@@ -192,7 +193,7 @@ func (b *Batcher) Round(ctx context.Context, tasks []*Task, extra ...valkey.Comp
 	if len(calls) == 0 {
 		return nil
 	}
-	b.send(ctx, calls)
+	b.send(ctx, b.rounds, calls)
 	var res []valkey.ValkeyResult
 	if len(extra) > 0 {
 		res = make([]valkey.ValkeyResult, len(extra))

@@ -15,14 +15,16 @@ import (
 // an XACK) through the Batcher. Round sends every task's command in one
 // DoMulti, with an extra command after them, and each task gets its own
 // results; one task detaches half way and ends on a goroutine of its own,
-// its commands in the Batcher's batches.
+// its commands in the Batcher's batches. The rounds go on the RoundClient,
+// the batches on the Client.
 func TestTasks(t *testing.T) {
 	t.Parallel()
 	raw, ns := freshNamespace(t, "tasks")
 	c := &countingDoMulti{Client: raw}
+	rc := &countingDoMulti{Client: testenv.ValkeyClient(t)}
 	stream := newStream(t, raw, ns)
 	ctx := context.Background()
-	b := batch.New(batch.Config{}, batch.Deps{Client: c})
+	b := batch.New(batch.Config{}, batch.Deps{Client: c, RoundClient: rc})
 	p := batch.NewTasks(4)
 	defer p.Close()
 	const tasks, detaching = 16, 5
@@ -100,15 +102,18 @@ func TestTasks(t *testing.T) {
 	if rounds != 5 {
 		t.Errorf("%d rounds, want 5 (one per command of a task)", rounds)
 	}
-	// Five rounds of 15–16 tasks' commands and the extra one; the detached
-	// task's four commands in batches of their own.
-	if c.batches != rounds+4 {
-		t.Errorf("%d DoMulti calls, want %d: the rounds' %d and the detached task's 4", c.batches, rounds+4, rounds)
+	// Five rounds of 15–16 tasks' commands and the extra one on the
+	// RoundClient; the detached task's four commands in batches of their
+	// own on the Client.
+	if rc.batches != rounds || c.batches != 4 {
+		t.Errorf("%d DoMulti calls on the RoundClient, %d on the Client; want the %d rounds' and the detached task's 4",
+			rc.batches, c.batches, rounds)
 	}
 	// Every INCR, the other tasks' GET, XADD and XREADGROUP, their acks as
-	// one XACK, the extra INCRs, and the detached task's last four.
-	if want := 16 + 15*3 + 1 + rounds + 4; c.cmds != want {
-		t.Errorf("%d commands sent, want %d (the 15 tasks' acks merged into one)", c.cmds, want)
+	// one XACK, and the extra INCRs in the rounds; the detached task's last
+	// four in its batches.
+	if want := 16 + 15*3 + 1 + rounds; rc.cmds != want || c.cmds != 4 {
+		t.Errorf("%d commands sent in rounds, %d in batches; want %d (the 15 tasks' acks merged into one) and 4", rc.cmds, c.cmds, want)
 	}
 	pending, err := raw.Do(ctx, raw.B().Xpending().Key(stream).Group("g").Build()).ToArray()
 	if err != nil {
