@@ -50,7 +50,7 @@ type Params struct {
 	// own goroutine, with its reads of new messages); nothing else uses it,
 	// and the worker does not close it. Nil: Client sends them. A worker
 	// that connects itself opens a second client, of one connection per
-	// node, for that loop.
+	// node, for that loop. New refuses a LoopClient without a Client.
 	LoopClient valkey.Client
 	// Getenv reads the environment of the built-in model clients
 	// (ANTHROPIC_API_KEY, OPENAI_BASE_URL, …); os.Getenv when nil.
@@ -116,6 +116,9 @@ func New(cfg Config, p Params) (*Worker, error) {
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if p.LoopClient != nil && p.Client == nil {
+		return nil, errors.New("worker: Params.LoopClient is set without Params.Client: give both, or neither (the worker then connects both itself)")
 	}
 	m, err := newMetrics(p.Registerer)
 	if err != nil {

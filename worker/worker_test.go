@@ -463,6 +463,16 @@ func TestLoopClient(t *testing.T) {
 	}
 }
 
+// TestLoopClientWithoutClient: New refuses a LoopClient without the Client
+// it goes with.
+func TestLoopClientWithoutClient(t *testing.T) {
+	t.Parallel()
+	_, err := worker.New(worker.Config{Namespace: "unused", ConsumerName: "c1"}, worker.Params{LoopClient: testenv.ValkeyClient(t)})
+	if err == nil || !strings.Contains(err.Error(), "LoopClient is set without Params.Client") {
+		t.Fatalf("New with a LoopClient alone: %v; want the refusal naming both", err)
+	}
+}
+
 // commandNames counts the commands sent through it by name.
 type commandNames struct {
 	valkey.Client
