@@ -38,11 +38,13 @@ var (
 )
 
 // startBenchWorker starts one in-process worker on namespace ns with the
-// replaytest registry and store st.
+// replaytest registry and store st, on client c and, for its message
+// loop's round trips, a client of their own (as a worker that connects
+// itself has).
 func startBenchWorker(b *testing.B, c valkey.Client, ns string, reg *flow.Registry, st store.Store) {
 	b.Helper()
 	w, err := worker.New(worker.Config{Namespace: ns, ConsumerName: "bench", RunConcurrency: *flagRunConcurrency},
-		worker.Params{Client: c, Store: st, Registry: reg, Registerer: prometheus.NewRegistry(), Logger: zap.NewNop()})
+		worker.Params{Client: c, LoopClient: newClient(b), Store: st, Registry: reg, Registerer: prometheus.NewRegistry(), Logger: zap.NewNop()})
 	if err != nil {
 		b.Fatal(err)
 	}
