@@ -114,7 +114,18 @@ func (w Waiter) wait(ctx context.Context, c valkey.DedicatedClient) error {
 		return fmt.Errorf("wait for replicas: %w", err)
 	}
 	if n < int64(w.N) {
-		return fmt.Errorf("wait for replicas: %d of %d acknowledged", n, w.N)
+		return fmt.Errorf("wait for replicas: %w", &NotAcknowledged{Got: n, Want: w.N})
 	}
 	return nil
+}
+
+// NotAcknowledged is the error of a WAIT that fewer replicas than needed
+// acknowledged within the timeout.
+type NotAcknowledged struct {
+	Got  int64 // replicas that acknowledged
+	Want int   // replicas needed
+}
+
+func (e *NotAcknowledged) Error() string {
+	return fmt.Sprintf("%d of %d acknowledged", e.Got, e.Want)
 }

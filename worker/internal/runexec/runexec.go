@@ -444,11 +444,15 @@ func (x *Executor) confirmStarted(ctx context.Context, runID string, seq int64) 
 
 // countFailure is the runs stream's consumer.Policy.Failed: it counts a
 // transient failure of the run of d (noteFailure) and returns the
-// failures counted so far, 0 when they cannot be counted (Valkey down: an
-// outage never dead-letters runs).
+// failures counted so far, 0 when they are not counted: an outage never
+// dead-letters runs, neither a failure that is Valkey's (outage) nor one
+// when Valkey cannot count it.
 func (x *Executor) countFailure(ctx context.Context, d consumer.Delivery, cause error) int64 {
 	x.report.Transient()
 	runID := d.Entry.FieldValues[runwire.RunField]
+	if outage(cause) {
+		return 0
+	}
 	n, err := x.noteFailure(ctx, runID, cause)
 	if err != nil {
 		x.logger.Warn("count the run's failure", zap.String("entry_id", d.Entry.ID), zap.String("run_id", runID), zap.Error(err))
