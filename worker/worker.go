@@ -223,16 +223,22 @@ func (w *Worker) open(ctx context.Context) error {
 		if err != nil {
 			return messages.Errorf(messages.InvalidOverrides, "%v", err)
 		}
-		c, err := valkey.NewClient(opt)
-		if err != nil {
-			return fmt.Errorf("worker: connect to Valkey at %s (PYRULA_VALKEY_URL): %w", redact.Secrets(w.cfg.ValkeyURL), err)
+		connect := func(opt valkey.ClientOption) (valkey.Client, error) {
+			c, err := valkey.NewClient(opt)
+			if err != nil {
+				return nil, fmt.Errorf("worker: connect to Valkey at %s (PYRULA_VALKEY_URL): %w", redact.Secrets(w.cfg.ValkeyURL), err)
+			}
+			return c, nil
 		}
-		w.client, w.ownClient = c, true
+		if w.client, err = connect(opt); err != nil {
+			return err
+		}
+		w.ownClient = true
 		// The loop's own client: only its goroutine sends on it, so that
 		// valkey-go sends each round on that goroutine (batch.Deps).
 		opt.PipelineMultiplex = -1
-		if w.loopClient, err = valkey.NewClient(opt); err != nil {
-			return fmt.Errorf("worker: connect to Valkey at %s (PYRULA_VALKEY_URL): %w", redact.Secrets(w.cfg.ValkeyURL), err)
+		if w.loopClient, err = connect(opt); err != nil {
+			return err
 		}
 	}
 	w.batch = batch.New(batch.Config{Timeout: finishTimeout}, batch.Deps{Client: w.client, RoundClient: w.loopClient})

@@ -449,10 +449,10 @@ func (x *Executor) confirmStarted(ctx context.Context, runID string, seq int64) 
 // when Valkey cannot count it.
 func (x *Executor) countFailure(ctx context.Context, d consumer.Delivery, cause error) int64 {
 	x.report.Transient()
-	runID := d.Entry.FieldValues[runwire.RunField]
 	if outage(cause) {
 		return 0
 	}
+	runID := d.Entry.FieldValues[runwire.RunField]
 	n, err := x.noteFailure(ctx, runID, cause)
 	if err != nil {
 		x.logger.Warn("count the run's failure", zap.String("entry_id", d.Entry.ID), zap.String("run_id", runID), zap.Error(err))
